@@ -1,0 +1,48 @@
+"""Shared fixtures: the real embedded model, a synthetic MoE, sessions that always close."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def embedded_model_path() -> Path:
+    from workbench.embedded import default_model_path
+
+    return default_model_path()
+
+
+@pytest.fixture(scope="session")
+def tiny_moe_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from workbench.moe.synth import write_synthetic_moe
+
+    out = tmp_path_factory.mktemp("models") / "tiny-qwen3moe.gguf"
+    return write_synthetic_moe(out, arch="qwen3moe", size="tiny")[0]
+
+
+@pytest.fixture
+def open_session() -> Iterator[Callable[..., object]]:
+    """Factory: open_session(**config_changes) -> Session; every session is closed afterwards."""
+    from workbench.config import Config
+    from workbench.engine.session import Session
+
+    opened: list[Session] = []
+
+    def factory(sink=None, **changes: object) -> Session:
+        changes.setdefault("n_threads", 2)
+        session = Session.open(Config().replace(**changes), sink=sink)
+        opened.append(session)
+        return session
+
+    yield factory
+    for session in opened:
+        session.close()

@@ -1,0 +1,127 @@
+"""`bench overhead`: what the engine's telemetry and bookkeeping cost against a bare decode loop.
+
+Arm A is a `Session` generating greedily with everything on (per-token probes, reasoning parser,
+a CSV sink). Arm B is the smallest loop the low-level API allows: decode one token, argmax, repeat.
+Both use the same model file, prompt tokens, threads and token count, run interleaved (ABAB...,
+order alternating every repeat) in one process, and are timed the same way: from the end of the
+prefill to the end of the last decode, so everything the engine adds between decodes counts.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.bench.stats import Interval, paired_ratio_ci
+from workbench.config import Config
+from workbench.engine import llama
+from workbench.engine.requests import GenerateRequest
+from workbench.engine.session import Session
+from workbench.engine.sinks import CsvMetricsSink
+
+DEFAULT_PROMPT = "Write a long, detailed story about a lighthouse keeper who finds a map."
+
+
+@dataclass(frozen=True, slots=True)
+class ArmTiming:
+    tokens: int
+    seconds: float  # prefill end to last decode end
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / self.seconds
+
+
+@dataclass(frozen=True, slots=True)
+class OverheadReport:
+    engine: list[ArmTiming]
+    raw: list[ArmTiming]
+    ratio: Interval  # engine tok/s / raw tok/s
+
+    def last_line(self) -> str:
+        eng = sum(a.tokens for a in self.engine) / sum(a.seconds for a in self.engine)
+        raw = sum(a.tokens for a in self.raw) / sum(a.seconds for a in self.raw)
+        return (
+            f"overhead ratio={self.ratio.estimate:.4f} ci95=[{self.ratio.low:.4f}, "
+            f"{self.ratio.high:.4f}] engine_tok_s={eng:.2f} raw_tok_s={raw:.2f} "
+            f"repeats={len(self.engine)} tokens={self.engine[0].tokens}"
+        )
+
+
+class RawLoop:
+    """The baseline: a bare greedy loop over the low-level API, no telemetry at all."""
+
+    def __init__(self, model_path: Path, config: Config) -> None:
+        self.model = llama.Model(model_path, llama.ModelParams())
+        self.ctx = llama.Context(
+            self.model,
+            llama.ContextParams(n_ctx=config.n_ctx, n_batch=min(config.n_batch, config.n_ctx),
+                                n_ubatch=0, n_threads=config.n_threads),
+        )
+
+    def run(self, prompt_tokens: list[int], n_tokens: int) -> tuple[ArmTiming, list[int]]:
+        ctx = self.ctx
+        ctx.clear()
+        if ctx.decode(prompt_tokens) != 0:
+            raise RuntimeError("raw loop: prefill failed")
+        out: list[int] = []
+        start = time.perf_counter_ns()
+        tok = ctx.argmax()
+        while len(out) < n_tokens and not self.model.is_eog(tok):
+            if ctx.decode_one(tok) != 0:
+                raise RuntimeError("raw loop: decode failed")
+            out.append(tok)
+            if len(out) < n_tokens:
+                tok = ctx.argmax()
+        return ArmTiming(len(out), (time.perf_counter_ns() - start) / 1e9), out
+
+    def close(self) -> None:
+        self.ctx.close()
+        self.model.close()
+
+
+def run_overhead(
+    config: Config, *, prompt: str = DEFAULT_PROMPT, repeats: int = 5, warmup: int = 1,
+    log=print,
+) -> OverheadReport:
+    config = config.replace(chat_template=False, temp=0.0)  # raw text: same tokens in both arms
+    with tempfile.TemporaryDirectory() as tmp:
+        sink = CsvMetricsSink(Path(tmp) / "overhead.csv")
+        session = Session.open(config, sink=sink)
+        raw = RawLoop(Path(session.config.model), session.config)
+        try:
+            prompt_tokens = raw.model.tokenize(prompt, add_special=True, parse_special=True)
+            engine_runs: list[ArmTiming] = []
+            raw_runs: list[ArmTiming] = []
+            for i in range(warmup + repeats):
+                order = ("engine", "raw") if i % 2 == 0 else ("raw", "engine")
+                timings: dict[str, ArmTiming] = {}
+                for arm in order:
+                    if arm == "engine":
+                        result = session.generate(GenerateRequest(text=prompt, new_chat=True))
+                        s = result.summary
+                        assert s is not None
+                        # Decode wall plus every gap between decodes (loop overhead incl. tail).
+                        seconds = s.gen_seconds + s.loop_overhead_s_per_token * s.n_generated
+                        timings[arm] = ArmTiming(s.n_generated, seconds)
+                    else:
+                        timings[arm], _ = raw.run(prompt_tokens, config.n_predict)
+                if timings["engine"].tokens != timings["raw"].tokens:
+                    raise RuntimeError(
+                        f"arms generated different token counts ({timings['engine'].tokens} vs "
+                        f"{timings['raw'].tokens}): greedy decoding should make them equal"
+                    )
+                if i >= warmup:
+                    engine_runs.append(timings["engine"])
+                    raw_runs.append(timings["raw"])
+                    eng, raw_t = timings["engine"], timings["raw"]
+                    log(f"repeat {i - warmup + 1}/{repeats}: engine {eng.tok_s:.2f} tok/s, "
+                        f"raw {raw_t.tok_s:.2f} tok/s")
+        finally:
+            raw.close()
+            session.close()
+            sink.close()
+    ratio = paired_ratio_ci([r.seconds for r in raw_runs], [e.seconds for e in engine_runs])
+    return OverheadReport(engine=engine_runs, raw=raw_runs, ratio=ratio)

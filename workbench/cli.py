@@ -1,0 +1,37 @@
+"""Headless commands: chat, inspect, make-model, bench. `python -m workbench --help` lists them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from workbench.cli_bench import add_bench_parser
+    from workbench.cli_chat import add_chat_parser
+    from workbench.cli_models import add_inspect_parser, add_make_model_parser
+
+    parser = argparse.ArgumentParser(
+        prog="python -m workbench",
+        description="Chat with local Mixture-of-Experts models and see what every token costs.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_chat_parser(sub)
+    add_inspect_parser(sub)
+    add_make_model_parser(sub)
+    add_bench_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if not args_list:
+        # Until the window exists, the default is an interactive chat on the embedded model.
+        args_list = ["chat"]
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return int(args.run(args))

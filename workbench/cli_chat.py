@@ -1,0 +1,161 @@
+"""`python -m workbench chat`: one-shot (-p) or interactive multi-turn chat on the terminal.
+
+Generation runs on a worker thread so that Ctrl-C reaches the main thread at once, even during a
+long prefill, and stops the answer (not the program) through the session's native abort flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from typing import TextIO
+
+from workbench.config import Config
+from workbench.config_cli import add_arguments, config_from_args
+from workbench.engine.metrics import UNMEASURED, RunSummary
+from workbench.engine.requests import GenerateRequest, GenerateResult, TokenEvent
+
+
+def add_chat_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("chat", help="chat with a model on the terminal")
+    add_arguments(p)
+    p.add_argument("-p", "--prompt", help="one-shot: send this text, print the answer, exit")
+    p.add_argument("--csv", metavar="FILE", help="write per-token metrics to FILE")
+    p.add_argument("--progress", action="store_true",
+                   help="print one JSON line per token to stderr")
+    p.set_defaults(run=run_chat)
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    from workbench.engine.session import Session, SessionError
+    from workbench.engine.sinks import CsvMetricsSink
+
+    config = config_from_args(args, Config())
+    sink = CsvMetricsSink(args.csv) if args.csv else None
+    try:
+        session = Session.open(config, sink=sink)
+    except SessionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        if args.prompt is not None:
+            result = _turn(session, GenerateRequest(text=args.prompt), args.progress)
+            return 0 if result.ok or result.stopped else 1
+        return _interactive(session, args.progress)
+    finally:
+        session.close()
+        if sink is not None:
+            sink.close()
+
+
+def _interactive(session, progress: bool) -> int:
+    model = session.run_info.model.name
+    print(f"{model} ready ({session.run_info.arch}, context {session.n_ctx}). "
+          "Ctrl-C stops an answer; /new starts a new chat; Ctrl-D or /quit leaves.",
+          file=sys.stderr)
+    new_chat = False
+    while True:
+        try:
+            text = input("> ")
+        except (EOFError, KeyboardInterrupt):
+            print(file=sys.stderr)
+            return 0
+        if text.strip() in ("/quit", "/exit"):
+            return 0
+        if text.strip() == "/new":
+            new_chat = True
+            print("(new chat)", file=sys.stderr)
+            continue
+        _turn(session, GenerateRequest(text=text, new_chat=new_chat), progress)
+        new_chat = False
+
+
+def _turn(session, request: GenerateRequest, progress: bool) -> GenerateResult:
+    printer = _StreamPrinter(sys.stdout, sys.stderr if progress else None)
+    box: dict[str, GenerateResult] = {}
+    worker = threading.Thread(
+        target=lambda: box.setdefault("r", session.generate(request, on_token=printer.on_token)),
+        name="engine", daemon=True,
+    )
+    worker.start()
+    while worker.is_alive():
+        try:
+            worker.join(0.1)
+        except KeyboardInterrupt:
+            session.cancel()
+            print("\n[stopping]", file=sys.stderr)
+    result = box["r"]
+    printer.finish(result)
+    if result.error:
+        print(f"error: {result.error}", file=sys.stderr)
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if result.summary is not None and result.summary.n_generated:
+        print(format_perf(result.summary, session.config.n_threads), file=sys.stderr)
+    return result
+
+
+class _StreamPrinter:
+    """Writes reasoning and answer as they stream; a reset rewrites nothing, it notes it."""
+
+    def __init__(self, out: TextIO, progress: TextIO | None) -> None:
+        self.out = out
+        self.progress = progress
+        self.in_reasoning = False
+
+    def on_token(self, event: TokenEvent) -> None:
+        if event.reasoning_delta:
+            if not self.in_reasoning:
+                self.out.write("[thinking] ")
+                self.in_reasoning = True
+            self.out.write(event.reasoning_delta)
+        if event.answer_delta:
+            if self.in_reasoning:
+                self.out.write("\n[answer] ")
+                self.in_reasoning = False
+            self.out.write(event.answer_delta)
+        self.out.flush()
+        if self.progress is not None:
+            m = event.metrics
+            line = {
+                "step": m.step, "steps": m.steps, "wall_ms": round(m.wall_ms, 3),
+                "compute_ms": round(m.compute_ms, 3), "cpu_ms": round(m.cpu_ms, 3),
+                "majflt": m.majflt, "loop_overhead_ms": round(m.loop_overhead_ms, 3),
+                "rss_mib": round(m.rss_mib, 1), "mem_available_mib": round(m.mem_available_mib, 1),
+                "delta_reasoning": event.reasoning_delta, "delta_text": event.answer_delta,
+            }
+            if event.reset:
+                line["reset"] = 1
+            self.progress.write("PROGRESS " + json.dumps(line, ensure_ascii=False) + "\n")
+            self.progress.flush()
+
+    def finish(self, result: GenerateResult) -> None:
+        if result.stopped:
+            self.out.write(" [stopped]")
+        self.out.write("\n")
+        self.out.flush()
+
+
+def format_perf(s: RunSummary, threads: int) -> str:
+    """The end-of-turn performance summary (upstream's one-shot text, in our words)."""
+    lines = [
+        f"generation: {s.n_generated} tokens, {s.s_per_token:.4f} s/token "
+        f"({s.tokens_per_second:.2f} tok/s), stop: {s.stop_reason}",
+        f"prefill: {s.n_prompt} tokens ({s.n_reused} reused from the cache) in "
+        f"{s.prefill_seconds:.3f} s"
+        + (f" ({s.prefill_tokens_per_second:.1f} tok/s)" if s.n_prompt else "")
+        + f" | model load {s.load_seconds:.2f} s | TTFT {s.ttft_seconds:.3f} s",
+    ]
+    if s.cpu_s_per_token != UNMEASURED and s.s_per_token > 0:
+        occupancy = 100 * s.cpu_s_per_token / (s.s_per_token * threads)
+        lines.append(
+            f"compute: {occupancy:.0f}% CPU occupancy ({s.cpu_s_per_token:.4f} cpu-s/token over "
+            f"{threads} threads), {s.majflt_per_token:.2f} major faults/token"
+        )
+    lines.append(
+        f"loop overhead: {1000 * s.loop_overhead_s_per_token:.2f} ms/token | context "
+        f"{s.n_past}/{s.n_ctx}"
+    )
+    return "\n".join(lines)

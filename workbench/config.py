@@ -1,0 +1,401 @@
+"""The one config tree: every setting is declared once, and everything else is derived from it.
+
+Each `Setting` in `SETTINGS` carries its type, default, range, unit, help, scope and CLI flags.
+From those declarations come `Config` (the frozen value the engine takes), `validate()` and its
+messages, `signature()` (what decides whether the model must be reopened), the CLI flags
+and docs/settings.md (both in workbench/config_cli.py) and the settings panel.
+
+`Config` spells its fields out so editors and type checkers see them, but takes every default
+from the declarations, and an import-time check fails if the two ever disagree. Adding a setting
+is one `Setting(...)` entry plus one field line.
+
+Regenerate the docs after changing a declaration:  python -m workbench.config > docs/settings.md
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import math
+import operator
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+SettingType = Literal["int", "float", "bool", "str", "choice"]
+Scope = Literal["load", "request"]  # load: baked in at open, a change reopens the model
+
+
+class ConfigError(ValueError):
+    """A config that cannot be built at all: an unknown key, or a drifted declaration."""
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    name: str
+    blurb: str  # one line under the group's heading in the docs and the settings panel
+
+
+# Order here is the order of the docs, the CLI help and the settings panel. Later groups
+# ("Streaming", "Speed / quality") are appended here, not coded anywhere else.
+GROUPS: list[Group] = [
+    Group("Model", "What is loaded and how its memory is laid out; a change reopens the model"),
+    Group("Sampling", "How the next token is picked from the model's scores"),
+    Group("Chat", "What one reply may do"),
+]
+
+# Operators a `requires` predicate may use; data, so the UI can say the condition in words.
+OPS: dict[str, Callable[[Any, Any], bool]] = {
+    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
+    "==": operator.eq, "!=": operator.ne,
+}
+PY_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str, "choice": str}
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One declared setting. Numeric settings must name a unit, or say why they have none."""
+
+    name: str  # Python attribute on Config; the long flag is derived from it
+    type: SettingType
+    default: Any
+    label: str  # what the settings panel shows
+    group: str  # a Group.name
+    help: str  # one line, no trailing period
+    scope: Scope
+    unit: str | None = None  # "tokens", "threads", "MiB"; "" only together with unit_reason
+    unit_reason: str = ""  # why a numeric setting has no unit
+    choices: tuple[str, ...] = ()  # for type "choice"
+    min: float | None = None
+    max: float | None = None
+    min_exclusive: bool = False  # the value must be above min, not equal to it
+    special: tuple[tuple[Any, str], ...] = ()  # values with their own meaning: ((0, "greedy"),)
+    requires: tuple[str, str, Any] | None = None  # (setting, op, value): meaningful only then
+    short: tuple[str, ...] = ()  # short flags, e.g. ("-c",)
+    aliases: tuple[str, ...] = ()  # extra long flags, e.g. ("--ctx-size",)
+    false_aliases: tuple[str, ...] = ()  # bool only: extra flags that turn it off ("--raw")
+    metavar: str = ""  # CLI placeholder; derived from the type when empty
+    renamed_from: tuple[str, ...] = ()  # old preset keys that still load into this setting
+    doc_default: str = ""  # the default as the docs show it, when it depends on the machine
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (*self.short, self.flag, *self.aliases)
+
+    @property
+    def numeric(self) -> bool:
+        return self.type in ("int", "float")
+
+
+# More compute threads than 4 lost speed upstream (spin-wait contention), and more than the
+# machine has only adds contention.
+_DEFAULT_THREADS = min(4, os.cpu_count() or 1)
+_GREEDY = ("temp", ">", 0)
+_CHAT = ("chat_template", "==", True)
+
+SETTINGS: tuple[Setting, ...] = (
+    # Model: everything here is baked into the llama context at open.
+    Setting("model", "str", "", "Model file", "Model",
+            "GGUF file to load (the first shard of a split model)",
+            "load", special=(("", "bundled model"),), short=("-m",), metavar="PATH",
+            renamed_from=("model_path",)),
+    Setting("n_ctx", "int", 4096, "Context", "Model",
+            "Tokens the model can see at once: system prompt, history and reply together",
+            "load", unit="tokens", min=16, short=("-c",), aliases=("--ctx-size",)),
+    Setting("n_batch", "int", 512, "Prefill chunk", "Model",
+            "Prompt tokens decoded per step while reading the prompt (prefill)",
+            "load", unit="tokens", min=1),
+    Setting("n_ubatch", "int", 0, "Compute batch", "Model",
+            "Widest single compute pass; sizes the compute buffers reserved at load",
+            "load", unit="tokens", min=0, special=((0, "follows n_batch"),), aliases=("--ubatch",)),
+    Setting("n_threads", "int", _DEFAULT_THREADS, "Compute threads", "Model",
+            "CPU threads that run the model's maths",
+            "load", unit="threads", min=1, short=("-t",), aliases=("--threads",),
+            doc_default="min(4, CPU count)"),
+    Setting("chat_template", "bool", True, "Use chat template", "Model",
+            "Wrap the conversation in the model's own chat template; off sends raw text",
+            "load", false_aliases=("--raw",), renamed_from=("chatml",)),
+    # Sampling: per request. Greedy (temp 0) is reproducible and ignores the other knobs.
+    Setting("temp", "float", 0.0, "Temperature", "Sampling",
+            "How adventurous sampling is; 0 (greedy) takes the likeliest token, reproducibly",
+            "request", unit="", unit_reason="a divisor of the model's scores, dimensionless",
+            min=0.0, special=((0, "greedy"),)),
+    Setting("top_k", "int", 40, "Top-k", "Sampling",
+            "Sample only among the K most likely tokens",
+            "request", unit="tokens", min=0, special=((0, "no limit"),), requires=_GREEDY),
+    Setting("top_p", "float", 0.95, "Top-p", "Sampling",
+            "Sample only among the most likely tokens whose probabilities add up to P",
+            "request", unit="", unit_reason="a share of probability, between 0 and 1",
+            min=0.0, min_exclusive=True, max=1.0, requires=_GREEDY),
+    # -1 stands for "random"; llama.cpp reserves 2**32-1 (LLAMA_DEFAULT_SEED) for the same.
+    Setting("seed", "int", -1, "Seed", "Sampling",
+            "Random seed; the same seed, prompt and settings give the same reply",
+            "request", unit="", unit_reason="an identifier for a random sequence, not a quantity",
+            min=-1, max=2**32 - 2, special=((-1, "random"),), requires=_GREEDY),
+    # Chat: per request.
+    Setting("n_predict", "int", 512, "Tokens to generate", "Chat",
+            "Most tokens one reply may generate (thinking included)",
+            "request", unit="tokens", min=1, short=("-n",)),
+    Setting("think", "bool", True, "Thinking", "Chat",
+            "Let reasoning models think before they answer",
+            "request", requires=_CHAT),
+    Setting("system_prompt", "str", "", "System prompt", "Chat",
+            "Instructions sent as the system message; empty leaves it to the chat template",
+            "request", metavar="TEXT", requires=_CHAT),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+RENAMED: dict[str, str] = {old: s.name for s in SETTINGS for old in s.renamed_from}
+
+
+def _default(name: str) -> Any:
+    return BY_NAME[name].default
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Every setting's value; build with `Config()`, `replace()` or `from_dict()`."""
+
+    model: str = _default("model")
+    n_ctx: int = _default("n_ctx")
+    n_batch: int = _default("n_batch")
+    n_ubatch: int = _default("n_ubatch")
+    n_threads: int = _default("n_threads")
+    chat_template: bool = _default("chat_template")
+    temp: float = _default("temp")
+    top_k: int = _default("top_k")
+    top_p: float = _default("top_p")
+    seed: int = _default("seed")
+    n_predict: int = _default("n_predict")
+    think: bool = _default("think")
+    system_prompt: str = _default("system_prompt")
+
+    def replace(self, **changes: Any) -> Config:
+        for key in changes:
+            _known(key)
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {s.name: getattr(self, s.name) for s in SETTINGS}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Config:
+        """Missing keys take their defaults; old names are mapped; wrong types wait for validate."""
+        values: dict[str, Any] = {}
+        origin: dict[str, str] = {}
+        for key, value in d.items():
+            name = RENAMED.get(key) or _known(key)
+            if name in values:
+                raise ConfigError(
+                    f"'{origin[name]}' and '{key}' both set {name}; keep only '{name}'")
+            values[name], origin[name] = value, key
+        return cls(**values)
+
+    def diff_from_defaults(self) -> dict[str, Any]:
+        return {k: v for k, v in self.to_dict().items() if v != BY_NAME[k].default}
+
+
+def _known(key: str) -> str:
+    if key in BY_NAME:
+        return key
+    close = difflib.get_close_matches(key, [*BY_NAME, *RENAMED], n=1)
+    hint = (f"; did you mean '{RENAMED.get(close[0], close[0])}'?" if close
+            else f"; known settings: {', '.join(BY_NAME)}")
+    raise ConfigError(f"unknown setting '{key}'{hint}")
+
+
+def check_config_class(cls: type, settings: Iterable[Setting] = SETTINGS) -> None:
+    """Raise ConfigError unless `cls` has exactly one field per setting, same order/type/default."""
+    have = [(f.name, getattr(f.type, "__name__", f.type), f.default)
+            for f in dataclasses.fields(cls)]
+    want = [(s.name, PY_TYPES[s.type].__name__, s.default) for s in settings]
+    if have != want:
+        drift = [f"{h} != {w}" for h, w in zip(have, want, strict=False) if h != w]
+        drift += [f"only in {cls.__name__}: {h}" for h in have[len(want):]]
+        drift += [f"no field for: {w}" for w in want[len(have):]]
+        raise ConfigError(f"{cls.__name__} drifted from SETTINGS: " + "; ".join(drift))
+
+
+check_config_class(Config)
+
+
+# -- Reading a setting's metadata against a value ----------------------------------------------
+
+def type_ok(s: Setting, value: Any) -> bool:
+    if s.type == "bool":
+        return isinstance(value, bool)
+    if s.type == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if s.type == "float":  # an int is a fine float (JSON writes 1.0 as 1)
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, str)
+
+
+def is_active(s: Setting, cfg: Config) -> bool:
+    """False when the setting's `requires` does not hold, so its value is ignored."""
+    if s.requires is None:
+        return True
+    name, op, want = s.requires
+    try:
+        return bool(OPS[op](getattr(cfg, name), want))
+    except TypeError:  # the other setting has a wrong type; validate() reports that one
+        return False
+
+
+def requires_text(s: Setting) -> str:
+    if s.requires is None:
+        return ""
+    name, op, want = s.requires
+    if isinstance(want, bool) and op == "==":
+        return f"{name} is {'on' if want else 'off'}"
+    return f"{name} {op} {fmt_number(want)}"
+
+
+def inactive_reason(s: Setting, cfg: Config) -> str:
+    """Why the panel disables this setting right now; "" while it is in use."""
+    if is_active(s, cfg) or s.requires is None:
+        return ""
+    other = BY_NAME[s.requires[0]]
+    now = format_value(other, getattr(cfg, other.name))
+    return f"Only used when {requires_text(s)} ({other.name} is {now} now)"
+
+
+def specials_text(s: Setting, skip: Any = None) -> str:
+    """The values with their own meaning, in words: "0 = no limit" (leaving out `skip`)."""
+    return ", ".join(f"{_show(v)} = {t}" for v, t in s.special if v != skip)
+
+
+def fmt_number(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _show(x: Any) -> str:
+    return f'"{x}"' if isinstance(x, str) else fmt_number(x)
+
+
+def format_value(s: Setting, value: Any, unit: bool = False) -> str:
+    """A value as a person reads it: on/off, quoted text, numbers with unit and special meaning."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    text = _show(value) + (f" {s.unit}" if unit and s.unit and s.numeric else "")
+    meaning = dict(s.special).get(value)
+    return text + (f" ({meaning})" if meaning else "")
+
+
+def _bounds(s: Setting) -> tuple[str, str]:
+    """The declared range in words, and what to set: ("at least 16", "16 or more")."""
+    lo, hi = fmt_number(s.min), fmt_number(s.max)
+    if s.min is None:
+        return f"at most {hi}", f"{hi} or less"
+    if s.max is None:
+        if s.min_exclusive:
+            return f"above {lo}", f"a value above {lo}"
+        return f"at least {lo}", f"{lo} or more"
+    want = f"above {lo} and at most {hi}" if s.min_exclusive else f"from {lo} to {hi}"
+    return want, f"a value {want}"
+
+
+def range_problem(s: Setting, value: Any) -> str:
+    """What is wrong with a well-typed value against the declared range; "" when it is fine."""
+    if s.type == "choice" and value not in s.choices:
+        return f"{s.name} is '{value}'; it must be one of {', '.join(s.choices)}: set {s.flag}"
+    if not s.numeric:
+        return ""
+    finite = s.type == "int" or math.isfinite(value)
+    low = s.min is not None and (value <= s.min if s.min_exclusive else value < s.min)
+    if finite and not low and (s.max is None or value <= s.max):
+        return ""
+    want, fix = _bounds(s)
+    unit = f" {s.unit}" if s.unit else ""
+    meanings = specials_text(s)
+    return (f"{s.name} is {fmt_number(value)}{unit}; it must be "
+            f"{'' if finite else 'a finite number, '}{want}{unit}"
+            f"{f' ({meanings})' if meanings else ''}: set {s.flag} to {fix}")
+
+
+# -- validate() -----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    setting: str
+    message: str  # what is wrong and what to do, with the numbers
+
+    def __str__(self) -> str:
+        return f"{self.setting}: {self.message}"
+
+
+Rule = Callable[[Config], list[Problem]]
+_KINDS = {"int": "a whole number", "float": "a number", "bool": "true or false"}
+
+
+def check_types(cfg: Config) -> list[Problem]:
+    out = []
+    for s in SETTINGS:
+        value = getattr(cfg, s.name)
+        if not type_ok(s, value):
+            out.append(Problem(s.name, f"{s.name} must be {_KINDS.get(s.type, 'text')} like "
+                               f"{s.default!r}, not {value!r} ({type(value).__name__}); "
+                               f"fix the preset or pass {s.flag}"))
+    return out
+
+
+def check_ranges(cfg: Config) -> list[Problem]:
+    """Declared ranges, only where the setting matters: sampling knobs are inert under greedy."""
+    out = []
+    for s in SETTINGS:
+        value = getattr(cfg, s.name)
+        if type_ok(s, value) and is_active(s, cfg) and (msg := range_problem(s, value)):
+            out.append(Problem(s.name, msg))
+    return out
+
+
+def _sound(cfg: Config, *names: str) -> bool:
+    """These settings pass their own checks, so a rule relating them says something new."""
+    return all(type_ok(BY_NAME[n], v := getattr(cfg, n)) and not range_problem(BY_NAME[n], v)
+               for n in names)
+
+
+def check_ubatch_fits_context(cfg: Config) -> list[Problem]:
+    if not _sound(cfg, "n_ubatch", "n_ctx") or cfg.n_ubatch <= cfg.n_ctx:
+        return []
+    return [Problem("n_ubatch", f"n_ubatch={cfg.n_ubatch} exceeds n_ctx={cfg.n_ctx}: the compute "
+                    "buffers would be reserved for a batch that cannot occur; set --n-ubatch to "
+                    f"{cfg.n_ctx} or less (0 follows n_batch)")]
+
+
+def check_reply_fits_context(cfg: Config) -> list[Problem]:
+    if not _sound(cfg, "n_predict", "n_ctx") or cfg.n_predict < cfg.n_ctx:
+        return []
+    return [Problem("n_predict", f"tokens to generate ({cfg.n_predict}) must be smaller than the "
+                    f"context ({cfg.n_ctx}) to leave room for the prompt; lower --n-predict below "
+                    f"{cfg.n_ctx} or raise --n-ctx above {cfg.n_predict}")]
+
+
+# Run in order; a later task appends its rules (streaming) here.
+RULES: list[Rule] = [check_types, check_ranges, check_ubatch_fits_context, check_reply_fits_context]
+
+
+def validate(cfg: Config) -> list[Problem]:
+    """Every problem with `cfg` (empty when it is usable), not just the first."""
+    return [p for rule in RULES for p in rule(cfg)]
+
+
+def signature(cfg: Config) -> str:
+    """A stable hash of the load-scope settings: equal signatures can share an open model."""
+    load = {s.name: getattr(cfg, s.name) for s in SETTINGS if s.scope == "load"}
+    blob = json.dumps(load, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+if __name__ == "__main__":
+    # The docs view lives with the CLI view; see workbench/config_cli.py.
+    from workbench.config_cli import settings_markdown
+
+    print(settings_markdown(), end="")

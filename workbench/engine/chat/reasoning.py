@@ -1,0 +1,222 @@
+"""Split a generated stream, incrementally, into reasoning and answer.
+
+The parser is a two-state machine (reasoning / answer) driven by literal markers. Text that could
+still be the beginning of a marker is held back until the next piece decides, so a marker split
+across tokens never shows on either side. Both sides are shown trimmed (leading and trailing
+whitespace held back), which makes ``<think>\\n\\n</think>`` an empty reasoning block rather than
+a blank one. The final split depends only on the concatenated text, never on how it was cut.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workbench.engine.chat.formats import ReasoningFormat, detect_reasoning_format
+
+__all__ = [
+    "ReasoningDelta",
+    "ReasoningFormat",
+    "ReasoningParser",
+    "detect_reasoning_format",
+    "parser_for_prompt",
+    "prompt_opens_reasoning",
+]
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    reasoning: str  # full reasoning so far
+    answer: str  # full answer so far
+    reasoning_delta: str  # appended since the last event (empty on reset)
+    answer_delta: str
+    reset: bool  # earlier text was reclassified: consumers REPLACE with the snapshots
+
+
+class _Side:
+    """One side's raw text and its trimmed visible view, grown by appends only."""
+
+    def __init__(self) -> None:
+        self.raw = ""
+        self.visible = ""
+        self._held_ws = ""  # whitespace after the last visible character, shown only if followed
+
+    def append(self, text: str) -> None:
+        if not text:
+            return
+        self.raw += text
+        body = text.rstrip()
+        if not body:
+            if self.visible:
+                self._held_ws += text
+            return
+        if not self.visible:
+            body = body.lstrip()
+            self._held_ws = ""
+        self.visible += self._held_ws + body
+        self._held_ws = text[len(text.rstrip()) :]
+
+    def replace(self, raw: str) -> None:
+        self.raw = ""
+        self.visible = ""
+        self._held_ws = ""
+        self.append(raw)
+
+
+def prompt_opens_reasoning(prompt: str, fmt: ReasoningFormat) -> bool:
+    """True when the rendered prompt leaves a reasoning span open (e.g. ends with "<think>\\n"),
+    so the model's first token is already reasoning."""
+    if fmt.starts_open:
+        return True
+    last_open = max((prompt.rfind(m) for m in fmt.opens), default=-1)
+    if last_open < 0:
+        return False
+    last_close = max((prompt.rfind(m) for m in fmt.closes), default=-1)
+    return last_open > last_close
+
+
+def parser_for_prompt(fmt: ReasoningFormat, prompt: str) -> ReasoningParser:
+    """A parser for the generation that follows ``prompt`` (the full text fed to the model,
+    prefill included): it starts inside reasoning when the prompt left a span open, so a turn cut
+    short while reasoning is kept as reasoning rather than shown as the answer."""
+    return ReasoningParser(fmt, starts_in_reasoning=prompt_opens_reasoning(prompt, fmt))
+
+
+class ReasoningParser:
+    def __init__(self, fmt: ReasoningFormat, *, starts_in_reasoning: bool = False) -> None:
+        self.fmt = fmt
+        self._in_reasoning = (starts_in_reasoning or fmt.starts_open) and fmt.handles_reasoning
+        self._reasoning = _Side()
+        self._answer = _Side()
+        self._pending = ""  # tail that may still become a marker
+        self._opened = self._in_reasoning  # a reasoning span has been entered
+        self._closed = False  # a reasoning span has been left
+        self._literal_open = False  # an open tag was shown as answer text (a close pairs with it)
+        self._markers = sorted(
+            {m for m in (*fmt.opens, *fmt.closes, *fmt.drops) if m}, key=len, reverse=True
+        )
+
+    @property
+    def in_reasoning(self) -> bool:
+        return self._in_reasoning
+
+    @property
+    def saw_reasoning(self) -> bool:
+        """The stream entered reasoning (useful to flag a model that reasons with thinking off)."""
+        return self._opened
+
+    @property
+    def reasoning_closed(self) -> bool:
+        """A reasoning span was closed: with empty reasoning that is an empty thought block, and
+        ``saw_reasoning and not reasoning_closed`` after finish() is a turn cut short in it."""
+        return self._closed
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def feed(self, piece: str) -> ReasoningDelta | None:
+        before = (self._reasoning.visible, self._answer.visible)
+        reset = self._consume(self._pending + piece, final=False)
+        return self._event(before, reset)
+
+    def finish(self) -> ReasoningDelta:
+        before = (self._reasoning.visible, self._answer.visible)
+        reset = self._consume(self._pending, final=True)
+        event = self._event(before, reset)
+        if event is not None:
+            return event
+        return ReasoningDelta(self._reasoning.visible, self._answer.visible, "", "", False)
+
+    # -- machinery ----------------------------------------------------------------------------
+
+    def _event(self, before: tuple[str, str], reset: bool) -> ReasoningDelta | None:
+        reasoning, answer = self._reasoning.visible, self._answer.visible
+        if not reset and (reasoning, answer) == before:
+            return None
+        if reset or not reasoning.startswith(before[0]) or not answer.startswith(before[1]):
+            return ReasoningDelta(reasoning, answer, "", "", True)
+        return ReasoningDelta(
+            reasoning, answer, reasoning[len(before[0]) :], answer[len(before[1]) :], False
+        )
+
+    def _consume(self, buf: str, *, final: bool) -> bool:
+        reset = False
+        self._pending = ""
+        while buf:
+            pos, marker = self._find_marker(buf)
+            if marker is None:
+                keep = 0 if final else self._partial_marker_len(buf)
+                self._emit(buf[: len(buf) - keep])
+                self._pending = buf[len(buf) - keep :]
+                break
+            if not final and self._longer_marker_pending(buf[pos:], marker):
+                self._emit(buf[:pos])
+                self._pending = buf[pos:]
+                break
+            self._emit(buf[:pos])
+            buf = buf[pos + len(marker) :]
+            reset = self._apply(marker) or reset
+        return reset
+
+    def _find_marker(self, buf: str) -> tuple[int, str | None]:
+        best_pos, best = -1, None
+        for marker in self._markers:  # longest first, so ties go to the longer marker
+            pos = buf.find(marker)
+            if pos >= 0 and (best is None or pos < best_pos):
+                best_pos, best = pos, marker
+        return best_pos, best
+
+    def _longer_marker_pending(self, tail: str, marker: str) -> bool:
+        """A longer marker that starts with this one may still complete (wait and see)."""
+        return any(
+            len(m) > len(tail) and m.startswith(tail) for m in self._markers if m != marker
+        )
+
+    def _partial_marker_len(self, buf: str) -> int:
+        """Length of the longest suffix of buf that is a proper prefix of some marker."""
+        longest = 0
+        for marker in self._markers:
+            for n in range(min(len(marker) - 1, len(buf)), longest, -1):
+                if buf.endswith(marker[:n]):
+                    longest = n
+                    break
+        return longest
+
+    def _emit(self, text: str) -> None:
+        (self._reasoning if self._in_reasoning else self._answer).append(text)
+
+    def _literal(self, marker: str) -> None:
+        self._emit(marker)
+
+    def _apply(self, marker: str) -> bool:
+        """Act on one marker; returns True when earlier text was reclassified."""
+        fmt = self.fmt
+        if marker in fmt.opens:
+            if self._in_reasoning:
+                return False  # a template-opened span re-opened by the model: just framing
+            if fmt.reentrant or (not self._closed and not self._answer.visible):
+                self._in_reasoning = True
+                self._opened = True
+            else:
+                self._literal(marker)  # the answer talks about the tag; keep it as text
+                self._literal_open = True
+            return False
+        if marker in fmt.closes:
+            if self._in_reasoning:
+                self._in_reasoning = False
+                self._closed = True
+                return False
+            if fmt.reentrant or self._closed or self._opened or self._literal_open:
+                if not fmt.reentrant and marker not in fmt.drops:
+                    self._literal(marker)
+                return False
+            self._closed = True
+            moved = self._answer.raw
+            if not moved.strip():
+                return False  # an answer header before any text: nothing was reasoning
+            # A close after answer text but no open: the prompt opened the span without the
+            # parser knowing, so everything shown as answer so far was reasoning. Move it across
+            # and say so.
+            self._answer.replace("")
+            self._reasoning.replace(self._reasoning.raw + moved)
+            self._opened = True
+            return True
+        return False  # a framing marker (drops): removed from both sides

@@ -1,0 +1,247 @@
+"""Render a GGUF's own chat template (Jinja2, sandboxed) the way real templates expect.
+
+BOS contract (the session relies on it):
+    ``render()`` returns exactly what the template prints. Templates that print ``{{ bos_token }}``
+    (Gemma, Llama 3, LFM2, ...) therefore produce text that *starts with* ``bos_token``; ChatML
+    templates (Qwen, SmolLM) do not. ``render()`` never adds or removes a BOS itself. The session
+    strips one leading ``bos_token`` (see ``strip_leading_bos``) and tokenizes with
+    ``add_special=True``, so the tokenizer adds the model's BOS exactly once (equivalently: it
+    tokenizes without specials and inserts the BOS token id itself, once). EOS is printed only
+    where the template prints it (closed past turns), never appended by us.
+
+Fallback: a template that cannot render raises ``TemplateError``; its message says what failed and
+what happens instead (the session sends that turn as plain text, so the model stays usable; see
+docs/chat.md). A GGUF without any template gets a built-in one (chat/fallback.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import jinja2
+import jinja2.ext
+import jinja2.nodes
+from jinja2.sandbox import SandboxedEnvironment
+
+# What the session does instead (workbench/engine/session.py): the user's text goes to the model
+# as plain text for this turn, without the conversation around it.
+FALLBACK_NOTE = "this turn is sent to the model as plain text instead"
+
+
+class TemplateError(Exception):
+    """The chat template could not be compiled or rendered."""
+
+
+class _RaisedByTemplate(Exception):
+    """A template called raise_exception(): its own words, kept for the TemplateError."""
+
+
+class _GenerationTag(jinja2.ext.Extension):
+    """Hugging Face's ``{% generation %}...{% endgeneration %}`` marks assistant text for training
+    masks; for rendering it is transparent, so its body is emitted unchanged."""
+
+    tags = {"generation"}  # noqa: RUF012 (jinja2 reads a class attribute)
+
+    def parse(self, parser: Any) -> jinja2.nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.Scope(body, lineno=lineno)
+
+
+def _raise_exception(message: str) -> None:
+    raise _RaisedByTemplate(str(message))
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    # Jinja's built-in tojson HTML-escapes <, >, & and ' (\u003c ...), which would corrupt tool
+    # schemas in the prompt; templates are written against Hugging Face's plain json.dumps.
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+
+
+@functools.cache
+def _environment() -> SandboxedEnvironment:
+    # trim_blocks + lstrip_blocks is what Hugging Face and llama.cpp's minja use; without them
+    # most templates leak newlines between turns. The sandbox (not the immutable one) because a
+    # few templates append to lists they built themselves; callers' data is deep-copied first.
+    env = SandboxedEnvironment(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+        extensions=[jinja2.ext.loopcontrols, jinja2.ext.do, _GenerationTag],
+        undefined=jinja2.Undefined,
+    )
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    return env
+
+
+@functools.lru_cache(maxsize=16)
+def _compile(source: str) -> jinja2.Template:
+    return _environment().from_string(source)
+
+
+def _template_messages(source: str, messages: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """Copy the caller's messages and add the field names this template reads past reasoning
+    from: gpt-oss and LFM2 read ``thinking``, Gemma 4 ``reasoning``, most ``reasoning_content``."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        m: dict[str, Any] = copy.deepcopy(dict(message))
+        reasoning = m.get("reasoning_content")
+        if m.get("role") == "assistant" and reasoning:
+            if "thinking" not in m and "thinking" in source:
+                m["thinking"] = reasoning
+            if "reasoning" not in m and "'reasoning'" in source:
+                m["reasoning"] = reasoning
+        elif "reasoning_content" in m and not reasoning:
+            del m["reasoning_content"]  # an empty field would render an empty thought block
+        out.append(m)
+    return out
+
+
+_EFFORT_OFF = re.compile(r"reasoning_effort[^%}\n]{0,40}?['\"](no_think|none|minimal)['\"]")
+# The top-level enable_thinking variable being read (not a namespace field of the same name).
+_READS_ENABLE_THINKING = re.compile(
+    r"(?<![.\w])enable_thinking\s*(is\b|==|!=|and\b|or\b|%|\||\))|if\s+(not\s+)?enable_thinking\b"
+)
+_REASONING_VAR = re.compile(r"\breasoning\s+is\s+(not\s+)?(un)?defined")
+
+
+def thinking_context(source: str, enable_thinking: bool) -> dict[str, Any]:
+    """Template variables that carry the thinking switch. ``enable_thinking`` is the Hugging Face
+    convention; some families read their own name instead (DeepSeek V3.1, Kimi K3 and Granite
+    ``thinking``, Cohere ``reasoning``, MiniMax M3 ``thinking_mode``, Hunyuan/Solar/Cohere a
+    ``reasoning_effort`` level), so the same switch is passed under those names where the source
+    reads them. Levels are only set when the template names an "off" level, so gpt-oss keeps its
+    own default effort."""
+    ctx: dict[str, Any] = {"enable_thinking": enable_thinking, "thinking": enable_thinking}
+    if _REASONING_VAR.search(source):
+        ctx["reasoning"] = enable_thinking
+    if "thinking_budget" in source and not enable_thinking:
+        ctx["thinking_budget"] = 0  # Seed-OSS: a zero budget is its "answer directly" mode
+    if "thinking_mode" in source:
+        ctx["thinking_mode"] = "enabled" if enable_thinking else "disabled"
+    off_level = _EFFORT_OFF.search(source)
+    if off_level and not enable_thinking:
+        ctx["reasoning_effort"] = off_level.group(1)
+    elif off_level and enable_thinking and off_level.group(1) == "no_think":
+        ctx["reasoning_effort"] = "high"  # this family does not think unless asked to
+    return ctx
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """A chat template as stored in the GGUF (``tokenizer.chat_template``) plus its special tokens.
+
+    ``bos_token`` / ``eos_token`` are the token *texts* (e.g. "<bos>", "<|im_end|>")."""
+
+    source: str
+    bos_token: str
+    eos_token: str
+
+    def render(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        add_generation_prompt: bool = True,
+        enable_thinking: bool = True,
+    ) -> str:
+        """Render ``messages`` (role, content, optional reasoning_content) to prompt text.
+
+        See the module docstring for the BOS contract. A template that refuses a system role
+        (Gemma 2) gets the system prompt folded into the first user message, as llama.cpp does.
+        Raises TemplateError."""
+        if messages and messages[0].get("role") == "system" and not _supports_system(self):
+            messages = _fold_system(messages)
+        if not enable_thinking and _reads_soft_switch(self.source):
+            messages = _add_soft_switch(messages)
+        return self._render_raw(messages, add_generation_prompt, enable_thinking)
+
+    def _render_raw(
+        self, messages: list[dict[str, str]], add_generation_prompt: bool, enable_thinking: bool
+    ) -> str:
+        try:
+            template = _compile(self.source)
+        except jinja2.TemplateSyntaxError as exc:
+            raise TemplateError(
+                f"chat template does not compile (line {exc.lineno}: {exc.message}); "
+                + FALLBACK_NOTE
+            ) from exc
+        context: dict[str, Any] = {
+            "messages": _template_messages(self.source, messages),
+            "add_generation_prompt": add_generation_prompt,
+            **thinking_context(self.source, enable_thinking),
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+        }  # "tools" stays undefined, as in Hugging Face: several templates iterate it blindly
+        try:
+            return template.render(**context)
+        except _RaisedByTemplate as exc:
+            raise TemplateError(
+                f"chat template refused the conversation ({exc}); " + FALLBACK_NOTE
+            ) from exc
+        except Exception as exc:  # any failure inside a third-party template is its bug
+            raise TemplateError(
+                f"chat template failed to render ({type(exc).__name__}: {exc}); " + FALLBACK_NOTE
+            ) from exc
+
+
+_SYSTEM_PROBE = "\u2063workbench-system-probe\u2063"
+
+
+@functools.lru_cache(maxsize=16)
+def _supports_system(template: ChatTemplate) -> bool:
+    """Whether the template prints a system message (probed once per template)."""
+    probe = [{"role": "system", "content": _SYSTEM_PROBE}, {"role": "user", "content": "hi"}]
+    try:
+        return _SYSTEM_PROBE in template._render_raw(probe, True, True)
+    except TemplateError:
+        return False
+
+
+def _fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    system, rest = messages[0], list(messages[1:])
+    if rest and rest[0].get("role") == "user":
+        first = dict(rest[0])
+        first["content"] = system.get("content", "") + "\n\n" + first.get("content", "")
+        return [first, *rest[1:]]
+    return rest  # nowhere to put it; a template that refuses it cannot show it
+
+
+def _reads_soft_switch(source: str) -> bool:
+    """Nemotron Nano v2 takes thinking on/off only from a "/no_think" in the conversation (it
+    strips the marker before printing); templates that also read enable_thinking do not need it."""
+    return "'/no_think'" in source and not _READS_ENABLE_THINKING.search(source)
+
+
+def _add_soft_switch(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    if messages and messages[0].get("role") == "system":
+        system = dict(messages[0])
+        system["content"] = system.get("content", "") + " /no_think"
+        return [system, *messages[1:]]
+    return [{"role": "system", "content": "/no_think"}, *messages]
+
+
+def strip_leading_bos(text: str, bos_token: str) -> str:
+    """Drop one leading BOS text so tokenizing with add_special=True adds it exactly once."""
+    if bos_token and text.startswith(bos_token):
+        return text[len(bos_token) :]
+    return text

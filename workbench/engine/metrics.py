@@ -1,0 +1,133 @@
+"""Per-token and per-turn telemetry records.
+
+Names, units and definitions follow the upstream engine's `bmoe_metrics v2` schema so that files
+stay comparable (docs/telemetry.md). The rule that matters most: a value that was not measured is
+``UNMEASURED`` (-1) or empty, never 0. The streaming fields keep that sentinel until the streamer
+fills them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+UNMEASURED = -1.0
+"""Sentinel for a figure that was not measured (never 0)."""
+
+
+@dataclass(slots=True)
+class TokenMetrics:
+    """One generated token. Times in ms, sizes in bytes or MiB as the name says."""
+
+    step: int  # 1-based token index in this generation
+    steps: int  # tokens-to-generate target of this generation
+    turn: int  # 0-based generate() index within the session
+    wall_ms: float  # wall time of llama_decode only (the decode bracket)
+    cpu_ms: float  # process CPU time delta around that same decode (all threads)
+    majflt: int  # major page faults delta around the decode
+    majflt_mib: float  # majflt x page size, in MiB (a floor: kernels fault clusters)
+    loop_overhead_ms: float  # previous decode's end (or prefill end) to this decode's start
+    # Memory probes, read after the decode, outside the bracket (MiB).
+    rss_mib: float = UNMEASURED
+    rss_anon_mib: float = UNMEASURED
+    rss_file_mib: float = UNMEASURED
+    swap_mib: float = UNMEASURED
+    mem_available_mib: float = UNMEASURED
+    mem_free_mib: float = UNMEASURED
+    swap_free_mib: float = UNMEASURED
+    # Expert streaming (filled by the streamer; unmeasured until it runs).
+    io_ms: float = UNMEASURED
+    mgmt_ms: float = UNMEASURED
+    stall_ms: float = UNMEASURED
+    compute_ms: float = UNMEASURED  # residual wall - io - mgmt (clamped); = wall_ms resident
+    read_bytes: int = -1
+    cache_hit_pct: float = UNMEASURED  # cumulative since the cache was created
+    cache_budget_mib: float = UNMEASURED
+    dense_resident_frac: float = UNMEASURED
+    # Speculation/overlap columns of the upstream schema, which this engine does not have.
+    mtp_batch: int = 1
+    mtp_draft_ms: float = UNMEASURED
+    drain_ms: float = UNMEASURED
+    adopt_ms: float = UNMEASURED
+    ra_issue_ms: float = UNMEASURED
+    ra_wd_ms: float = UNMEASURED
+    # Text: this token's piece, and the parsed answer and reasoning so far.
+    token_id: int = -1
+    piece: str = ""
+    text: str = ""
+    reasoning: str = ""
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """One generate() call, generation phase only (prefill is reported separately)."""
+
+    turn: int
+    n_generated: int
+    gen_seconds: float  # sum of decode wall over generated tokens
+    n_prompt: int  # tokens prefilled this turn (after KV reuse)
+    n_reused: int  # prompt tokens served from the KV cache
+    n_past: int  # context position after the turn
+    n_ctx: int
+    load_seconds: float
+    prefill_seconds: float
+    ttft_seconds: float  # request start to the first generated token being available
+    majflt_per_token: float
+    cpu_s_per_token: float
+    loop_overhead_s_per_token: float  # includes the tail after the last token
+    stop_reason: str  # "eos", "length", "stopped", "error"
+    # Streaming figures: unmeasured until the streamer runs.
+    moe_read_mib: float = UNMEASURED
+    moe_io_s_per_token: float = UNMEASURED
+    moe_mgmt_s_per_token: float = UNMEASURED
+    moe_stall_s_per_token: float = UNMEASURED
+    moe_compute_s_per_token: float = UNMEASURED
+    cache_hit_pct: float = UNMEASURED
+    cache_resident_mib: float = UNMEASURED
+    cache_budget_mib: float = UNMEASURED
+    cache_resizes: int = -1
+    cache_evictions: int = -1
+    cache_rereads: int = -1
+    token_demand_mib: float = UNMEASURED
+    layer_demand_mib: float = UNMEASURED
+    experts_routed: int = -1
+    experts_dropped: int = -1
+
+    @property
+    def s_per_token(self) -> float:
+        return self.gen_seconds / self.n_generated if self.n_generated else UNMEASURED
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Aggregate decode rate: tokens / sum of decode wall (never a mean of rates)."""
+        return self.n_generated / self.gen_seconds if self.gen_seconds > 0 else UNMEASURED
+
+    @property
+    def prefill_tokens_per_second(self) -> float:
+        if self.n_prompt <= 0 or self.prefill_seconds <= 0:
+            return UNMEASURED
+        return self.n_prompt / self.prefill_seconds
+
+
+@dataclass(slots=True)
+class ModelIdentity:
+    path: str
+    name: str
+    size_bytes: int
+    fast_hash: str  # hash of size + head + middle + tail blocks; cheap enough for every load
+
+
+@dataclass(slots=True)
+class RunInfo:
+    """What produced a run: written once as the preamble of a metrics file."""
+
+    engine_version: str
+    llama_cpp_python_version: str
+    model: ModelIdentity
+    arch: str
+    n_layer: int
+    n_expert: int  # 0 for a dense model
+    n_expert_used: int  # effective top-k; 0 for a dense model
+    n_vocab: int
+    n_ctx_train: int
+    chat_template: bool  # the model's own template is rendered (else raw text)
+    settings: dict[str, object] = field(default_factory=dict)  # every resolved setting

@@ -1,0 +1,102 @@
+"""Process and system probes read around and after each decode.
+
+Cheap by construction because they run once per token: `/proc` files are opened once and re-read
+with `pread` at offset 0 (the kernel regenerates them), and parsing looks up only the keys we use.
+Where a platform cannot report a figure it stays UNMEASURED (-1), never 0.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from dataclasses import dataclass
+
+from workbench.engine.metrics import UNMEASURED
+
+PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / (1 << 20) if hasattr(os, "sysconf") else UNMEASURED
+
+_STATUS_KEYS = (b"VmRSS:", b"RssAnon:", b"RssFile:", b"VmSwap:")
+_MEMINFO_KEYS = (b"MemAvailable:", b"MemFree:", b"SwapFree:")
+
+
+@dataclass(slots=True)
+class Counters:
+    """Process counters sampled just outside the decode bracket."""
+
+    majflt: int
+    cpu_ns: int
+
+
+def counters() -> Counters:
+    return Counters(
+        majflt=resource.getrusage(resource.RUSAGE_SELF).ru_majflt,
+        cpu_ns=time.process_time_ns(),  # CLOCK_PROCESS_CPUTIME_ID: every thread of the process
+    )
+
+
+@dataclass(slots=True)
+class MemorySample:
+    """MiB figures from /proc/self/status and /proc/meminfo (UNMEASURED where unavailable)."""
+
+    rss_mib: float = UNMEASURED
+    rss_anon_mib: float = UNMEASURED
+    rss_file_mib: float = UNMEASURED
+    swap_mib: float = UNMEASURED
+    mem_available_mib: float = UNMEASURED
+    mem_free_mib: float = UNMEASURED
+    swap_free_mib: float = UNMEASURED
+
+
+class MemoryProbe:
+    """Reads the memory figures of one process and of the machine; reuse one per session."""
+
+    def __init__(self) -> None:
+        self._status_fd = _open_or_none("/proc/self/status")
+        self._meminfo_fd = _open_or_none("/proc/meminfo")
+
+    def sample(self) -> MemorySample:
+        status = _read_kib(self._status_fd, _STATUS_KEYS)
+        meminfo = _read_kib(self._meminfo_fd, _MEMINFO_KEYS)
+        return MemorySample(
+            rss_mib=status[0],
+            rss_anon_mib=status[1],
+            rss_file_mib=status[2],
+            swap_mib=status[3],
+            mem_available_mib=meminfo[0],
+            mem_free_mib=meminfo[1],
+            swap_free_mib=meminfo[2],
+        )
+
+    def close(self) -> None:
+        for fd in (self._status_fd, self._meminfo_fd):
+            if fd is not None:
+                os.close(fd)
+        self._status_fd = self._meminfo_fd = None
+
+
+def _open_or_none(path: str) -> int | None:
+    try:
+        return os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+
+
+def _read_kib(fd: int | None, keys: tuple[bytes, ...]) -> list[float]:
+    """Values of `keys` (given in kB by the kernel) in MiB; UNMEASURED for a missing key."""
+    out = [UNMEASURED] * len(keys)
+    if fd is None:
+        return out
+    try:
+        data = os.pread(fd, 8192, 0)
+    except OSError:
+        return out
+    for i, key in enumerate(keys):
+        at = data.find(key)
+        if at < 0:
+            continue
+        end = data.find(b"\n", at)
+        fields = data[at + len(key) : end].split()
+        if fields:
+            out[i] = int(fields[0]) / 1024.0
+    return out

@@ -1,0 +1,58 @@
+"""What a caller asks of a session, and what it gets back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from workbench.engine.metrics import RunSummary, TokenMetrics
+
+
+class StopReason(StrEnum):
+    EOS = "eos"  # the model ended its turn
+    LENGTH = "length"  # tokens-to-generate reached
+    STOPPED = "stopped"  # the user cancelled
+    ERROR = "error"  # a decode failed
+    REJECTED = "rejected"  # refused before any decode (empty prompt, context overflow)
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateRequest:
+    text: str
+    n_predict: int | None = None  # None: the session's configured tokens-to-generate
+    think: bool | None = None  # None: the session's configured thinking switch
+    new_chat: bool = False  # forget the conversation (and its KV) before this turn
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillProgress:
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEvent:
+    """One generated token, after its decode: its metrics and the text split so far."""
+
+    metrics: TokenMetrics
+    answer_delta: str
+    reasoning_delta: str
+    reset: bool  # earlier text was reclassified: replace with metrics.text / metrics.reasoning
+
+
+@dataclass(slots=True)
+class GenerateResult:
+    ok: bool
+    stop_reason: StopReason
+    text: str = ""  # the answer (partial when stopped or failed)
+    reasoning: str = ""
+    error: str = ""  # what happened and what to do, when ok is False
+    summary: RunSummary | None = None
+    notes: list[str] = field(default_factory=list)  # e.g. a template fallback for this turn
+    # Why this turn re-read part of the conversation instead of reusing the KV cache ("" when it
+    # reused all it could): e.g. the template strips past reasoning.
+    reprefill_reason: str = ""
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop_reason is StopReason.STOPPED

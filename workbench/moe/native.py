@@ -1,0 +1,209 @@
+"""ctypes binding of the native library (native/include/workbench_native.h).
+
+The only module that loads `libworkbench_native.so`. It binds just what the library exports,
+typed, and checks at load that the library was built for the libllama this process runs: same
+llama-cpp-python release, same libllama bytes, same struct layouts. A mismatch refuses to start
+with a message that says how to rebuild, because a native callback compiled against other
+headers would read the wrong struct offsets and fail silently.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from workbench.paths import native_build_dir
+
+ABI_VERSION = 1
+REBUILD_HINT = "Run scripts/test or scripts/workbench once: set-up rebuilds the native library."
+
+
+class NativeLibraryError(RuntimeError):
+    """The native library is missing, stale, or was built for another libllama."""
+
+
+@dataclass(frozen=True, slots=True)
+class BuildIdentity:
+    llama_cpp_python_version: str
+    libllama_sha256: str
+    loaded_libllama_path: str
+
+
+def library_path() -> Path:
+    override = os.environ.get("WORKBENCH_NATIVE_LIB")
+    return Path(override) if override else native_build_dir() / "libworkbench_native.so"
+
+
+def _bind(lib: ctypes.CDLL) -> None:
+    c = ctypes
+    signatures: dict[str, tuple[list[type], type | None]] = {
+        "wb_abi_version": ([], c.c_int32),
+        "wb_last_error": ([], c.c_char_p),
+        "wb_build_llama_cpp_python_version": ([c.c_char_p, c.c_size_t], c.c_int32),
+        "wb_build_libllama_sha256": ([c.c_char_p, c.c_size_t], c.c_int32),
+        "wb_loaded_libllama_path": ([c.c_char_p, c.c_size_t], c.c_int32),
+        "wb_sizeof_llama_context_params": ([], c.c_size_t),
+        "wb_sizeof_llama_model_params": ([], c.c_size_t),
+        "wb_sizeof_llama_batch": ([], c.c_size_t),
+        "wb_abort_flag_new": ([], c.c_void_p),
+        "wb_abort_flag_free": ([c.c_void_p], None),
+        "wb_abort_flag_set": ([c.c_void_p, c.c_int32], None),
+        "wb_abort_flag_get": ([c.c_void_p], c.c_int32),
+        "wb_abort_flag_polls": ([c.c_void_p], c.c_uint64),
+        "wb_abort_install": ([c.c_void_p, c.c_void_p], c.c_int32),
+    }
+    for name, (argtypes, restype) in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = restype
+
+
+def _string(lib: ctypes.CDLL, fn_name: str) -> str:
+    fn = getattr(lib, fn_name)
+    buf = ctypes.create_string_buffer(512)
+    n = fn(buf, len(buf))
+    if n < 0:
+        raise NativeLibraryError(f"{fn_name} failed: {last_error(lib)}")
+    return buf.value.decode()
+
+
+def last_error(lib: ctypes.CDLL) -> str:
+    raw = lib.wb_last_error()
+    return raw.decode() if raw else ""
+
+
+def check(ret: int, lib: ctypes.CDLL, what: str) -> None:
+    if ret != 0:
+        raise NativeLibraryError(f"{what} failed: {last_error(lib) or 'no reason given'}")
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@cache
+def load() -> ctypes.CDLL:
+    """Load, bind and verify the native library (once per process)."""
+    path = library_path()
+    if not path.exists():
+        raise NativeLibraryError(f"the native library {path} does not exist. {REBUILD_HINT}")
+    # libllama must already be in the process (loaded by llama-cpp-python) so that the loader
+    # binds us to that very copy rather than resolving another through our rpath.
+    from workbench.engine import llama as llama_binding
+
+    llama_lib_path = llama_binding.libllama_path()
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise NativeLibraryError(f"cannot load {path}: {exc}. {REBUILD_HINT}") from exc
+    try:
+        _bind(lib)
+    except AttributeError as exc:
+        raise NativeLibraryError(
+            f"{path} lacks an expected symbol ({exc}). {REBUILD_HINT}"
+        ) from exc
+    verify_identity(lib, llama_lib_path)
+    return lib
+
+
+def identity(lib: ctypes.CDLL) -> BuildIdentity:
+    return BuildIdentity(
+        llama_cpp_python_version=_string(lib, "wb_build_llama_cpp_python_version"),
+        libllama_sha256=_string(lib, "wb_build_libllama_sha256"),
+        loaded_libllama_path=_string(lib, "wb_loaded_libllama_path"),
+    )
+
+
+def verify_identity(lib: ctypes.CDLL, running_libllama: Path) -> None:
+    """Refuse a native library that was not built for the libllama this process runs."""
+    from workbench.engine import llama as llama_binding
+
+    problems: list[str] = []
+    abi = lib.wb_abi_version()
+    if abi != ABI_VERSION:
+        problems.append(f"its ABI version is {abi}, the Python side expects {ABI_VERSION}")
+    ident = identity(lib)
+    running_version = llama_binding.llama_cpp_python_version()
+    if ident.llama_cpp_python_version != running_version:
+        problems.append(
+            f"it was compiled against llama-cpp-python {ident.llama_cpp_python_version} headers, "
+            f"but {running_version} is installed"
+        )
+    if Path(ident.loaded_libllama_path).resolve() != running_libllama.resolve():
+        problems.append(
+            f"it is bound to {ident.loaded_libllama_path}, not to {running_libllama} which "
+            "llama-cpp-python loaded"
+        )
+    running_sha = sha256_file(running_libllama)
+    if ident.libllama_sha256 != running_sha:
+        problems.append(
+            f"it was linked to a libllama with SHA-256 {ident.libllama_sha256[:12]}..., the "
+            f"running one has {running_sha[:12]}..."
+        )
+    expected_sizes = llama_binding.struct_sizes()
+    actual_sizes = {
+        "llama_context_params": lib.wb_sizeof_llama_context_params(),
+        "llama_model_params": lib.wb_sizeof_llama_model_params(),
+        "llama_batch": lib.wb_sizeof_llama_batch(),
+    }
+    for name, size in actual_sizes.items():
+        if expected_sizes[name] != size:
+            problems.append(
+                f"sizeof({name}) is {size} in C but {expected_sizes[name]} in llama-cpp-python"
+            )
+    if problems:
+        raise NativeLibraryError(
+            "the native library does not match the running llama.cpp: "
+            + "; ".join(problems)
+            + f". {REBUILD_HINT}"
+        )
+
+
+class AbortFlag:
+    """An atomic flag that llama.cpp polls after every graph node (no Python per node)."""
+
+    def __init__(self) -> None:
+        self._lib = load()
+        self._ptr = self._lib.wb_abort_flag_new()
+        if not self._ptr:
+            raise NativeLibraryError("could not allocate an abort flag")
+
+    @property
+    def pointer(self) -> int:
+        return int(self._ptr)
+
+    def set(self) -> None:
+        """Request an abort; safe from any thread."""
+        if self._ptr:
+            self._lib.wb_abort_flag_set(self._ptr, 1)
+
+    def clear(self) -> None:
+        if self._ptr:
+            self._lib.wb_abort_flag_set(self._ptr, 0)
+
+    @property
+    def is_set(self) -> bool:
+        return bool(self._ptr) and bool(self._lib.wb_abort_flag_get(self._ptr))
+
+    @property
+    def polls(self) -> int:
+        """How many times llama.cpp has asked this flag."""
+        return int(self._lib.wb_abort_flag_polls(self._ptr)) if self._ptr else 0
+
+    def install(self, ctx: int) -> None:
+        ret = self._lib.wb_abort_install(ctx, self._ptr)
+        check(ret, self._lib, "installing the abort callback")
+
+    def close(self) -> None:
+        """Free the flag; only after the context that polls it is freed."""
+        if self._ptr:
+            self._lib.wb_abort_flag_free(self._ptr)
+            self._ptr = None

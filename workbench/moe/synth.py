@@ -1,0 +1,584 @@
+"""Synthetic Mixture-of-Experts GGUF models with random weights, for tests and benchmarks.
+
+The models load and generate in real llama.cpp, but their text is noise. They exist so that every
+piece of the expert machinery (routing telemetry, expert caches, streaming, byte-identity gates)
+can be exercised without a multi-gigabyte download. Two properties matter more than realism:
+
+* Experts matter. With the usual tiny init (every weight N(0, 0.02)) the expert FFNs barely touch
+  the residual stream, so a broken expert loader would go unnoticed. Here the expert matrices use
+  a 1/sqrt(fan_in) scale, the down-projections are larger still, and attention is kept small, so
+  the logits follow the experts' output.
+* Everything is reproducible. Each tensor (and each expert slice of an expert tensor) draws from
+  its own generator seeded by (seed, tensor name, expert), so a file is byte-identical for a seed,
+  and a corrupted or zeroed expert differs from the clean model only in that slice's bytes.
+
+Only the standard library, numpy and the `gguf` package are used: no llama.cpp import here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gguf import GGUFWriter, TokenType
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
+
+ARCHES: tuple[str, ...] = ("qwen3moe", "gemma4")
+SIZES: tuple[str, ...] = ("tiny", "bench")
+WEIGHT_TYPES: tuple[str, ...] = ("F32", "F16", "Q8_0", "Q4_0")
+
+# A small ChatML template: enough for chat mode to render a conversation. The markers are plain
+# text in this byte vocabulary (they tokenize to bytes), which is fine for a noise model.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+# Byte-fallback SentencePiece vocabulary: three specials, then one token per byte value.
+UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
+N_SPECIAL = 3
+VOCAB_SIZE = N_SPECIAL + 256
+
+_FILE_TYPES = {
+    "F32": LlamaFileType.ALL_F32,
+    "F16": LlamaFileType.MOSTLY_F16,
+    "Q8_0": LlamaFileType.MOSTLY_Q8_0,
+    "Q4_0": LlamaFileType.MOSTLY_Q4_0,
+}
+_CORRUPT_SALT = 0xC0FFEE  # mixed into the seed of a corrupted expert slice
+
+
+@dataclass(frozen=True)
+class SynthSpec:
+    """Everything that shapes a synthetic model; the size presets are instances of it."""
+
+    arch: str = "qwen3moe"
+    name: str = "workbench-synthetic-moe"
+    n_layer: int = 4
+    n_embd: int = 128
+    n_head: int = 4
+    n_head_kv: int = 2
+    head_dim: int = 32
+    n_expert: int = 8
+    n_expert_used: int = 2
+    n_ff_exp: int = 128  # hidden width of one expert
+    n_ff_shared: int = 128  # gemma4 only: the always-on shared FFN width
+    n_ctx_train: int = 256
+    rms_eps: float = 1e-6
+    rope_base: float = 1e6
+    expert_type: str = "F32"  # storage type of the *_exps tensors
+    dense_type: str = "F32"  # storage type of the other matrices (norms and router stay F32)
+    # Scales (standard deviations) of the random weights, relative to 1/sqrt(fan_in).
+    attn_gain: float = 0.5  # small: attention nudges, experts decide
+    expert_gain: float = 1.0  # gate/up projections
+    down_gain: float = 4.0  # expert down-projection: large, so the experts dominate the residual
+    router_gain: float = 2.0  # sharpens routing so top-k choices differ clearly per token
+    logit_gain: float = 3.0  # output head: logits of a few units, so greedy picks vary
+    # >0 skews expert popularity per layer (a few hot experts, a long cold tail), as real routers
+    # show; a cache then has something to keep. 0 leaves routing to the random weights.
+    router_skew: float = 0.0
+    # Layout of the output file(s).
+    split_max_tensors: int = 0  # >0: split into <stem>-0000i-of-0000K.gguf shards
+    # Damage for negative controls; the rest of the file stays byte-identical.
+    zero_experts: bool = False  # every expert slice of every layer all zeros
+    corrupt_expert: tuple[int, int] | None = None  # (layer, expert) redrawn with another seed
+    # bench only: when set, n_layer is chosen so the expert tensors total about this many GiB.
+    target_gib: float | None = None
+
+    @property
+    def expert_bytes(self) -> int:
+        """On-disk bytes of one expert (gate + up + down) in one layer."""
+        per_matrix = _nbytes((self.n_ff_exp, self.n_embd), self.expert_type)
+        return 3 * per_matrix
+
+    @property
+    def layer_expert_bytes(self) -> int:
+        return self.n_expert * self.expert_bytes
+
+
+PRESETS: dict[str, SynthSpec] = {
+    # A 7 MiB file, 6 MiB of it experts: 4 layers x 8 experts x 192 KiB, top-2. A cache of a
+    # handful of experts must evict.
+    "tiny": SynthSpec(),
+    # Real-model proportions (Qwen3-30B-A3B-like widths): one Q4_0 expert is ~2.6 MiB, so the
+    # cost of reading an expert is what it is on a real model. Layers follow target_gib.
+    "bench": SynthSpec(
+        name="workbench-synthetic-moe-bench",
+        n_layer=8,
+        n_embd=2048,
+        n_head=32,
+        n_head_kv=4,
+        head_dim=64,
+        n_expert=128,
+        n_expert_used=8,
+        n_ff_exp=768,
+        n_ff_shared=768,
+        n_ctx_train=4096,
+        expert_type="Q4_0",
+        dense_type="Q8_0",
+        router_skew=1.0,
+        target_gib=2.0,
+    ),
+}
+
+
+def spec_for(arch: str = "qwen3moe", size: str = "tiny", **overrides: Any) -> SynthSpec:
+    """The preset for `size`, with `arch` and any SynthSpec field overridden, validated."""
+    if size not in PRESETS:
+        raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
+    names = {f.name for f in dataclasses.fields(SynthSpec)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ValueError(
+            f"unknown option(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}"
+        )
+    if "corrupt_expert" in overrides and overrides["corrupt_expert"] is not None:
+        overrides["corrupt_expert"] = tuple(int(v) for v in overrides["corrupt_expert"])
+    if "n_layer" in overrides:
+        # An explicit layer count wins over the preset's size target.
+        if overrides.get("target_gib") is not None:
+            raise ValueError("give n_layer or target_gib, not both")
+        overrides["target_gib"] = None
+    spec = dataclasses.replace(PRESETS[size], arch=arch, **overrides)
+    if spec.target_gib is not None:
+        n_layer = max(1, round(spec.target_gib * 2**30 / spec.layer_expert_bytes))
+        if arch == "gemma4":
+            n_layer += 1  # its first layer is dense
+        spec = dataclasses.replace(spec, n_layer=n_layer)
+    _validate(spec)
+    return spec
+
+
+def write_synthetic_moe(
+    path: str | Path,
+    arch: str = "qwen3moe",
+    size: str = "tiny",
+    seed: int = 0,
+    **overrides: Any,
+) -> list[Path]:
+    """Write a synthetic MoE GGUF to `path`; returns the file(s) written (shards in order).
+
+    `overrides` are SynthSpec fields, e.g. ``zero_experts=True``, ``corrupt_expert=(1, 3)``,
+    ``split_max_tensors=20``, ``n_layer=6``, ``expert_type="Q8_0"``, ``target_gib=4``.
+    """
+    return write_spec(path, spec_for(arch, size, **overrides), seed=seed)
+
+
+def write_spec(path: str | Path, spec: SynthSpec, seed: int = 0) -> list[Path]:
+    """Write the model `spec` describes. Tensors are generated and written one slice at a time,
+    so a multi-GiB bench model needs only one expert's worth of memory."""
+    _validate(spec)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plans = _tensor_plans(spec)
+
+    writer = GGUFWriter(
+        path,
+        spec.arch,
+        split_max_tensors=spec.split_max_tensors,
+        # Metadata alone in shard 1, like the upstream's split models: a reader must then follow
+        # the shards to find any tensor at all.
+        small_first_shard=spec.split_max_tensors > 0,
+    )
+    _add_metadata(writer, spec)
+    for plan in plans:
+        writer.add_tensor_info(
+            plan.name,
+            plan.shape,
+            np.dtype(np.float32),
+            _nbytes(plan.shape, plan.ggml_type),
+            raw_dtype=GGMLQuantizationType[plan.ggml_type],
+        )
+    by_name = {plan.name: plan for plan in plans}
+    files = writer.format_shard_names(path)
+    try:
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        assert writer.fout is not None
+        # The writer keeps each shard's tensor infos in file order; stream the data ourselves so
+        # no tensor has to be held whole in memory.
+        for fout, shard in zip(writer.fout, writer.tensors, strict=True):
+            writer.write_padding(fout, fout.tell())
+            for name, info in shard.items():
+                written = 0
+                for chunk in _tensor_chunks(by_name[name], spec, seed):
+                    chunk.tofile(fout)
+                    written += chunk.nbytes
+                if written != info.nbytes:
+                    raise AssertionError(f"{name}: wrote {written} bytes, planned {info.nbytes}")
+                writer.write_padding(fout, written)
+        writer.close()
+    except BaseException:
+        writer.close()
+        for f in files:
+            f.unlink(missing_ok=True)
+        raise
+    return files
+
+
+# --- the tensor plan ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One tensor to write. `shape` is in numpy order (outermost first; experts first)."""
+
+    name: str
+    shape: tuple[int, ...]
+    ggml_type: str
+    std: float = 0.0  # standard deviation of the random values
+    fill: float | None = None  # constant value instead of random (norms)
+    layer: int = -1
+    per_expert: bool = False  # generated one expert slice at a time (an *_exps tensor)
+    zero_rows: tuple[int, ...] = ()  # rows forced to 0 (output rows of tokens never to emit)
+    shared_dir: float = 0.0  # weight of the shared direction added to every row (router skew)
+    row_bias: tuple[float, ...] = ()  # per-row multiplier of the shared direction
+
+
+def _tensor_plans(spec: SynthSpec) -> list[_Plan]:
+    if spec.arch == "qwen3moe":
+        return _qwen3moe_plans(spec)
+    if spec.arch == "gemma4":
+        return _gemma4_plans(spec)
+    raise ValueError(f"unknown arch {spec.arch!r}; choose one of {', '.join(ARCHES)}")
+
+
+def _common_head(spec: SynthSpec) -> list[_Plan]:
+    # Embeddings of rms ~1 put the residual stream at unit scale. With router skew they share
+    # one direction, which the skewed router rows then read as a popularity bias.
+    return [
+        _Plan("token_embd.weight", (VOCAB_SIZE, spec.n_embd), spec.dense_type, std=1.0,
+              shared_dir=1.0 if spec.router_skew > 0 else 0.0),
+    ]
+
+
+def _common_tail(spec: SynthSpec) -> list[_Plan]:
+    return [
+        _Plan("output_norm.weight", (spec.n_embd,), "F32", fill=1.0),
+        _Plan("output.weight", (VOCAB_SIZE, spec.n_embd), spec.dense_type,
+              std=spec.logit_gain / math.sqrt(spec.n_embd), zero_rows=_silent_token_ids()),
+    ]
+
+
+def _attention(spec: SynthSpec, il: int) -> list[_Plan]:
+    q_dim = spec.n_head * spec.head_dim
+    kv_dim = spec.n_head_kv * spec.head_dim
+    s_in = spec.attn_gain / math.sqrt(spec.n_embd)
+    s_out = spec.attn_gain / math.sqrt(q_dim)
+    blk = f"blk.{il}"
+    return [
+        _Plan(f"{blk}.attn_q.weight", (q_dim, spec.n_embd), spec.dense_type, std=s_in),
+        _Plan(f"{blk}.attn_k.weight", (kv_dim, spec.n_embd), spec.dense_type, std=s_in),
+        _Plan(f"{blk}.attn_v.weight", (kv_dim, spec.n_embd), spec.dense_type, std=s_in),
+        _Plan(f"{blk}.attn_output.weight", (spec.n_embd, q_dim), spec.dense_type, std=s_out),
+        _Plan(f"{blk}.attn_q_norm.weight", (spec.head_dim,), "F32", fill=1.0),
+        _Plan(f"{blk}.attn_k_norm.weight", (spec.head_dim,), "F32", fill=1.0),
+    ]
+
+
+def _router(spec: SynthSpec, il: int) -> _Plan:
+    return _Plan(
+        f"blk.{il}.ffn_gate_inp.weight", (spec.n_expert, spec.n_embd), "F32",
+        std=spec.router_gain / math.sqrt(spec.n_embd), layer=il,
+        # The shared direction has |u|^2 ~ n_embd, so this keeps the bias in router-logit units.
+        shared_dir=spec.router_skew * spec.router_gain / spec.n_embd,
+        row_bias=_popularity(spec, il) if spec.router_skew > 0 else (),
+    )
+
+
+def _experts(spec: SynthSpec, il: int, fused_gate_up: bool) -> list[_Plan]:
+    e, d, f = spec.n_expert, spec.n_embd, spec.n_ff_exp
+    blk = f"blk.{il}"
+    s_in = spec.expert_gain / math.sqrt(d)
+    s_down = spec.down_gain / math.sqrt(f)
+    t = spec.expert_type
+    if fused_gate_up:
+        gate_up = [_Plan(f"{blk}.ffn_gate_up_exps.weight", (e, 2 * f, d), t, std=s_in,
+                         layer=il, per_expert=True)]
+    else:
+        gate_up = [
+            _Plan(f"{blk}.ffn_gate_exps.weight", (e, f, d), t, std=s_in, layer=il, per_expert=True),
+            _Plan(f"{blk}.ffn_up_exps.weight", (e, f, d), t, std=s_in, layer=il, per_expert=True),
+        ]
+    down = _Plan(f"{blk}.ffn_down_exps.weight", (e, d, f), t, std=s_down, layer=il,
+                 per_expert=True)
+    return [*gate_up, down]
+
+
+def _qwen3moe_plans(spec: SynthSpec) -> list[_Plan]:
+    plans = _common_head(spec)
+    for il in range(spec.n_layer):
+        plans.append(_Plan(f"blk.{il}.attn_norm.weight", (spec.n_embd,), "F32", fill=1.0))
+        plans += _attention(spec, il)
+        plans.append(_Plan(f"blk.{il}.ffn_norm.weight", (spec.n_embd,), "F32", fill=1.0))
+        plans.append(_router(spec, il))
+        plans += _experts(spec, il, fused_gate_up=False)
+    return plans + _common_tail(spec)
+
+
+def _gemma4_plans(spec: SynthSpec) -> list[_Plan]:
+    """Gemma 4 as llama.cpp's gemma4 loader builds it: a dense first layer, then MoE layers with
+    an always-on shared FFN beside the routed experts (fused gate+up), sandwich norms, and one
+    full-attention layer among sliding-window ones (which needs rope_freqs).
+
+    Every branch output is RMS-normalised by its post-norm, so the norm weights set how much each
+    branch adds to the residual: attention and the shared FFN are kept quiet, experts loud."""
+    d = spec.n_embd
+    inv = 1.0 / math.sqrt(d)
+    plans = [
+        # The graph scales embeddings by sqrt(n_embd): rows of rms 1/sqrt(n_embd) give rms 1.
+        _Plan("token_embd.weight", (VOCAB_SIZE, d), spec.dense_type, std=inv,
+              shared_dir=inv if spec.router_skew > 0 else 0.0),
+        _Plan("rope_freqs.weight", (spec.head_dim // 2,), "F32", fill=1.0),
+    ]
+    moe = set(moe_layers(spec))
+    for il in range(spec.n_layer):
+        blk = f"blk.{il}"
+        plans.append(_Plan(f"{blk}.attn_norm.weight", (d,), "F32", fill=1.0))
+        plans += _attention(spec, il)
+        plans.append(_Plan(f"{blk}.post_attention_norm.weight", (d,), "F32",
+                           fill=_GEMMA4_ATTN_OUT))
+        f = spec.n_ff_shared
+        plans += [
+            _Plan(f"{blk}.ffn_norm.weight", (d,), "F32", fill=1.0),
+            _Plan(f"{blk}.ffn_gate.weight", (f, d), spec.dense_type, std=inv),
+            _Plan(f"{blk}.ffn_up.weight", (f, d), spec.dense_type, std=inv),
+            _Plan(f"{blk}.ffn_down.weight", (d, f), spec.dense_type, std=1.0 / math.sqrt(f)),
+            _Plan(f"{blk}.post_ffw_norm.weight", (d,), "F32", fill=_GEMMA4_FFN_OUT),
+        ]
+        if il in moe:
+            plans += [
+                _router(spec, il),
+                # The router reads rms_norm(x) / sqrt(n_embd) * scale: sqrt(n_embd) undoes it.
+                _Plan(f"{blk}.ffn_gate_inp.scale", (d,), "F32", fill=math.sqrt(d)),
+                _Plan(f"{blk}.pre_ffw_norm_2.weight", (d,), "F32", fill=1.0),
+                _Plan(f"{blk}.post_ffw_norm_1.weight", (d,), "F32", fill=_GEMMA4_SHARED_OUT),
+                _Plan(f"{blk}.post_ffw_norm_2.weight", (d,), "F32", fill=1.0),
+                *_experts(spec, il, fused_gate_up=True),
+            ]
+    return plans + _common_tail(spec)
+
+
+# gemma4 post-norm weights = the rms each branch adds (see _gemma4_plans).
+_GEMMA4_ATTN_OUT = 0.25
+_GEMMA4_SHARED_OUT = 0.25  # shared FFN, before mixing with the experts' 1.0
+_GEMMA4_FFN_OUT = 2.0  # the mixed FFN output against a residual of rms ~1
+
+
+def moe_layers(spec: SynthSpec) -> list[int]:
+    """Layers that have experts: all for qwen3moe; all but the first for gemma4 (as upstream)."""
+    if spec.arch == "gemma4" and spec.n_layer > 1:
+        return list(range(1, spec.n_layer))
+    return list(range(spec.n_layer))
+
+
+def _gemma4_full_attention_layer(spec: SynthSpec) -> int:
+    return min(2, spec.n_layer - 1)
+
+
+def _silent_token_ids() -> tuple[int, ...]:
+    """Tokens whose output row is zero, so greedy decoding never picks them: the specials
+    (EOS would end a run early) and bytes outside printable ASCII plus newline, so the noise the
+    model writes is at least valid, readable UTF-8."""
+    readable = {0x0A, *range(0x20, 0x7F)}
+    silent_bytes = [N_SPECIAL + b for b in range(256) if b not in readable]
+    return (UNK_ID, BOS_ID, EOS_ID, *silent_bytes)
+
+
+def _popularity(spec: SynthSpec, il: int) -> tuple[float, ...]:
+    """Per-expert router bias for layer `il`: a Zipf-like ladder (0, -log 2, -log 3, ...) over a
+    per-layer random order of the experts."""
+    rng = np.random.default_rng(np.random.SeedSequence([0x5EED, il]))
+    order = rng.permutation(spec.n_expert)
+    bias = np.empty(spec.n_expert)
+    bias[order] = -np.log1p(np.arange(spec.n_expert))
+    return tuple(float(b) for b in bias)
+
+
+# --- data generation ------------------------------------------------------------------------
+
+
+def _rng(seed: int, name: str, *parts: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(name.encode()), *parts]))
+
+
+def _tensor_chunks(plan: _Plan, spec: SynthSpec, seed: int) -> Iterator[np.ndarray]:
+    """The tensor's bytes, as arrays to write in order (one per expert for *_exps tensors)."""
+    if not plan.per_expert:
+        yield _encode(_dense_values(plan, spec, seed), plan.ggml_type)
+        return
+    slice_shape = plan.shape[1:]
+    for e in range(plan.shape[0]):
+        if spec.zero_experts:
+            yield np.zeros(_nbytes(slice_shape, plan.ggml_type), dtype=np.uint8)
+            continue
+        parts = [e + 1]
+        if spec.corrupt_expert == (plan.layer, e):
+            parts.append(_CORRUPT_SALT)
+        rng = _rng(seed, plan.name, *parts)
+        yield _random_encoded(rng, slice_shape, plan.std, plan.ggml_type)
+
+
+def _dense_values(plan: _Plan, spec: SynthSpec, seed: int) -> np.ndarray:
+    if plan.fill is not None:
+        return np.full(plan.shape, plan.fill, dtype=np.float32)
+    values = _rng(seed, plan.name).standard_normal(plan.shape, dtype=np.float32) * plan.std
+    if plan.shared_dir:
+        direction = _shared_direction(spec.n_embd, seed)
+        bias = np.asarray(plan.row_bias, dtype=np.float32) if plan.row_bias else 1.0
+        values += plan.shared_dir * np.multiply.outer(bias, direction).astype(np.float32)
+    if plan.zero_rows:
+        values[list(plan.zero_rows)] = 0.0
+    return values
+
+
+def _shared_direction(n_embd: int, seed: int) -> np.ndarray:
+    return _rng(seed, "shared-direction").standard_normal(n_embd, dtype=np.float32)
+
+
+def _encode(values: np.ndarray, ggml_type: str) -> np.ndarray:
+    """Float values in the storage format of `ggml_type` (the quantized types go by gguf.quants,
+    which is exact enough for small dense tensors)."""
+    if ggml_type == "F32":
+        return values.astype(np.float32)
+    if ggml_type == "F16":
+        return values.astype(np.float16)
+    from gguf import quants  # numpy-only, but slow: used for the small dense tensors alone
+
+    return quants.quantize(values.astype(np.float32), GGMLQuantizationType[ggml_type])
+
+
+def _random_encoded(
+    rng: np.random.Generator, shape: Sequence[int], std: float, ggml_type: str
+) -> np.ndarray:
+    """Random weights of standard deviation `std`, already in storage format.
+
+    Quantized expert slices are built block by block from random quants and one shared scale:
+    a valid encoding of a uniform distribution, made without quantizing gigabytes of floats.
+    """
+    n = math.prod(shape)
+    if ggml_type == "F32":
+        return rng.standard_normal(n, dtype=np.float32) * np.float32(std)
+    if ggml_type == "F16":
+        return (rng.standard_normal(n, dtype=np.float32) * np.float32(std)).astype(np.float16)
+    block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType[ggml_type]]
+    n_blocks = n // block
+    quants = np.frombuffer(rng.bytes(n_blocks * (type_size - 2)), dtype=np.uint8)
+    if ggml_type == "Q8_0":
+        q_std = math.sqrt((256**2 - 1) / 12)  # int8 uniform over [-128, 127]
+    elif ggml_type == "Q4_0":
+        q_std = math.sqrt((16**2 - 1) / 12)  # nibble uniform over [0, 15], stored offset by 8
+    else:
+        raise ValueError(f"no random encoder for {ggml_type}")
+    out = np.empty((n_blocks, type_size), dtype=np.uint8)
+    out[:, :2] = np.frombuffer(np.float16(std / q_std).tobytes(), dtype=np.uint8)
+    out[:, 2:] = quants.reshape(n_blocks, type_size - 2)
+    return out.reshape(-1)
+
+
+def _nbytes(shape: Sequence[int], ggml_type: str) -> int:
+    block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType[ggml_type]]
+    n = math.prod(shape)
+    return n // block * type_size
+
+
+# --- metadata -------------------------------------------------------------------------------
+
+
+def _add_metadata(w: GGUFWriter, spec: SynthSpec) -> None:
+    w.add_name(spec.name)
+    w.add_file_type(int(_FILE_TYPES[spec.expert_type]))
+    if spec.expert_type.startswith("Q") or spec.dense_type.startswith("Q"):
+        w.add_quantization_version(2)
+    w.add_context_length(spec.n_ctx_train)
+    w.add_embedding_length(spec.n_embd)
+    w.add_block_count(spec.n_layer)
+    if spec.arch == "qwen3moe":
+        w.add_feed_forward_length(spec.n_ff_exp * spec.n_expert_used)
+    w.add_head_count(spec.n_head)
+    w.add_head_count_kv(spec.n_head_kv)
+    w.add_key_length(spec.head_dim)
+    w.add_value_length(spec.head_dim)
+    w.add_layer_norm_rms_eps(spec.rms_eps)
+    w.add_rope_freq_base(spec.rope_base)
+    w.add_expert_count(spec.n_expert)
+    w.add_expert_used_count(spec.n_expert_used)
+    w.add_expert_feed_forward_length(spec.n_ff_exp)
+    if spec.arch == "gemma4":
+        w.add_feed_forward_length(spec.n_ff_shared)  # the dense/shared FFN width
+        w.add_key_length_swa(spec.head_dim)
+        w.add_value_length_swa(spec.head_dim)
+        w.add_rope_freq_base_swa(10000.0)
+        # Window = context, so sliding-window layers see what full ones see.
+        w.add_sliding_window(spec.n_ctx_train)
+        full = _gemma4_full_attention_layer(spec)
+        w.add_sliding_window_pattern([il != full for il in range(spec.n_layer)])
+        w.add_embedding_length_per_layer_input(0)
+        w.add_final_logit_softcapping(30.0)
+    _add_vocab(w)
+
+
+def _add_vocab(w: GGUFWriter) -> None:
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.BYTE] * 256
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * VOCAB_SIZE)
+    w.add_token_types([int(t) for t in types])
+    w.add_unk_token_id(UNK_ID)
+    w.add_bos_token_id(BOS_ID)
+    w.add_eos_token_id(EOS_ID)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    # No leading "▁": prompts and outputs are plain bytes, and "hi" tokenizes to 'h', 'i'.
+    w.add_add_space_prefix(False)
+    w.add_chat_template(CHATML_TEMPLATE)
+
+
+# --- validation -----------------------------------------------------------------------------
+
+
+def _validate(spec: SynthSpec) -> None:
+    problems: list[str] = []
+    if spec.arch not in ARCHES:
+        problems.append(f"arch must be one of {', '.join(ARCHES)}, not {spec.arch!r}")
+    for label, t in (("expert_type", spec.expert_type), ("dense_type", spec.dense_type)):
+        if t not in WEIGHT_TYPES:
+            problems.append(f"{label} must be one of {', '.join(WEIGHT_TYPES)}, not {t!r}")
+    for label, v in (("n_layer", spec.n_layer), ("n_embd", spec.n_embd), ("n_head", spec.n_head),
+                     ("n_head_kv", spec.n_head_kv), ("head_dim", spec.head_dim),
+                     ("n_expert", spec.n_expert), ("n_expert_used", spec.n_expert_used),
+                     ("n_ff_exp", spec.n_ff_exp), ("n_ctx_train", spec.n_ctx_train)):
+        if v < 1:
+            problems.append(f"{label} must be at least 1")
+    if spec.n_expert_used > spec.n_expert:
+        problems.append("n_expert_used cannot exceed n_expert")
+    if spec.n_head % max(spec.n_head_kv, 1):
+        problems.append("n_head must be a multiple of n_head_kv")
+    if spec.head_dim % 2:
+        problems.append("head_dim must be even (rope)")
+    if spec.arch == "gemma4" and spec.n_layer < 2:
+        problems.append("gemma4 needs at least 2 layers (the first is dense)")
+    quantized = [t for t in (spec.expert_type, spec.dense_type) if t.startswith("Q")]
+    rows = (spec.n_embd, spec.n_ff_exp, spec.n_ff_shared, spec.n_head * spec.head_dim)
+    if quantized and any(r % 32 for r in rows):
+        problems.append("quantized types need n_embd, n_ff_exp, n_ff_shared and n_head*head_dim "
+                        "divisible by 32")
+    if spec.corrupt_expert is not None:
+        il, e = spec.corrupt_expert
+        if not (il in moe_layers(spec) and 0 <= e < spec.n_expert):
+            problems.append(f"corrupt_expert {spec.corrupt_expert} is outside the expert layers "
+                            f"{moe_layers(spec)} x {spec.n_expert} experts")
+    if spec.split_max_tensors < 0:
+        problems.append("split_max_tensors must be 0 (no split) or positive")
+    if problems:
+        raise ValueError("invalid synthetic model: " + "; ".join(problems))
