@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -29,6 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args_list:
         # Until the window exists, the default is an interactive chat on the embedded model.
         args_list = ["chat"]
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # llama.cpp's own warnings (load quirks, cache notes) are for -v, not for every chat.
+    logging.getLogger("workbench.llama").setLevel(logging.ERROR)
     parser = build_parser()
     args = parser.parse_args(args_list)
     if args.command is None:

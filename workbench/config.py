@@ -45,6 +45,9 @@ GROUPS: list[Group] = [
     Group("Model", "What is loaded and how its memory is laid out; a change reopens the model"),
     Group("Sampling", "How the next token is picked from the model's scores"),
     Group("Chat", "What one reply may do"),
+    Group("Streaming", "Expert streaming for MoE models: experts are read from disk as tokens "
+          "route to them, so a model larger than memory runs; a change reopens the model"),
+    Group("Speed / quality", "Lossy levers that trade answer quality for speed"),
 ]
 
 # Operators a `requires` predicate may use; data, so the UI can say the condition in words.
@@ -99,6 +102,8 @@ class Setting:
 _DEFAULT_THREADS = min(4, os.cpu_count() or 1)
 _GREEDY = ("temp", ">", 0)
 _CHAT = ("chat_template", "==", True)
+_STREAMING = ("moe_stream", "==", True)
+_AUTO_CACHE = ("cache_auto", "==", True)
 
 SETTINGS: tuple[Setting, ...] = (
     # Model: everything here is baked into the llama context at open.
@@ -149,6 +154,36 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("system_prompt", "str", "", "System prompt", "Chat",
             "Instructions sent as the system message; empty leaves it to the chat template",
             "request", metavar="TEXT", requires=_CHAT),
+    # Streaming: load-time; inert (and not validated) while streaming is off.
+    Setting("moe_stream", "bool", False, "Stream experts", "Streaming",
+            "Read each token's routed experts from disk instead of holding all in memory (MoE only)",
+            "load"),
+    Setting("cache_mb", "int", 0, "Expert cache", "Streaming",
+            "Memory for recently routed experts; below one token's expert demand it hits nothing",
+            "load", unit="MiB", min=0, special=((0, "off: every routed expert is read"),),
+            requires=_STREAMING),
+    Setting("cache_auto", "bool", False, "Size the cache automatically", "Streaming",
+            "Size the expert cache once at load from the memory available", "load",
+            requires=_STREAMING),
+    Setting("cache_floor_mb", "int", 1536, "Memory left free", "Streaming",
+            "Automatic sizing leaves this much memory available to everything else", "load",
+            unit="MiB", min=0, requires=_AUTO_CACHE),
+    Setting("cache_ceil_mb", "int", 0, "Automatic size ceiling", "Streaming",
+            "Largest cache automatic sizing may choose", "load", unit="MiB", min=0,
+            special=((0, "no ceiling"),), requires=_AUTO_CACHE),
+    Setting("io_threads", "int", 4, "I/O lanes", "Streaming",
+            "Parallel readers that fetch expert slices from disk", "load", unit="threads", min=1,
+            max=8, requires=_STREAMING),
+    Setting("o_direct", "bool", True, "Direct I/O", "Streaming",
+            "Read experts with O_DIRECT, bypassing the page cache (buffered where refused)", "load",
+            requires=_STREAMING),
+    Setting("dense_weights", "choice", "anon", "Dense weights", "Streaming",
+            "Non-expert weights: anon reads them once into private memory; mmap leaves them to "
+            "the page cache", "load", choices=("anon", "mmap"),
+            requires=_STREAMING),
+    Setting("n_expert_used", "int", 0, "Active experts", "Speed / quality",
+            "Experts each token uses; fewer than the model's top-k is faster and lossy", "load",
+            unit="experts", min=0, special=((0, "model default"),)),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -176,6 +211,15 @@ class Config:
     n_predict: int = _default("n_predict")
     think: bool = _default("think")
     system_prompt: str = _default("system_prompt")
+    moe_stream: bool = _default("moe_stream")
+    cache_mb: int = _default("cache_mb")
+    cache_auto: bool = _default("cache_auto")
+    cache_floor_mb: int = _default("cache_floor_mb")
+    cache_ceil_mb: int = _default("cache_ceil_mb")
+    io_threads: int = _default("io_threads")
+    o_direct: bool = _default("o_direct")
+    dense_weights: str = _default("dense_weights")
+    n_expert_used: int = _default("n_expert_used")
 
     def replace(self, **changes: Any) -> Config:
         for key in changes:
@@ -379,7 +423,15 @@ def check_reply_fits_context(cfg: Config) -> list[Problem]:
 
 
 # Run in order; a later task appends its rules (streaming) here.
-RULES: list[Rule] = [check_types, check_ranges, check_ubatch_fits_context, check_reply_fits_context]
+def check_one_cache_size(cfg: Config) -> list[Problem]:
+    if not (cfg.moe_stream and cfg.cache_auto and isinstance(cfg.cache_mb, int) and cfg.cache_mb > 0):
+        return []
+    return [Problem("cache_mb", f"cache_mb={cfg.cache_mb} and cache_auto both size the expert "
+                    "cache: set cache_mb to 0 to size it automatically, or turn cache_auto off")]
+
+
+RULES: list[Rule] = [check_types, check_ranges, check_ubatch_fits_context, check_reply_fits_context,
+                     check_one_cache_size]
 
 
 def validate(cfg: Config) -> list[Problem]:

@@ -20,9 +20,10 @@ extern "C" {
 #endif
 
 // Bumped whenever an exported signature or struct changes; the Python binding refuses a mismatch.
-#define WB_ABI_VERSION 1
+#define WB_ABI_VERSION 2
 
 struct llama_context;
+struct ggml_tensor;
 
 WB_API int32_t wb_abi_version(void);
 
@@ -53,6 +54,64 @@ WB_API int32_t wb_abort_flag_get(const struct wb_abort_flag * flag);
 WB_API uint64_t wb_abort_flag_polls(const struct wb_abort_flag * flag);
 // Installs the flag as ctx's abort callback. The flag must outlive the context's use of it.
 WB_API int32_t wb_abort_install(struct llama_context * ctx, struct wb_abort_flag * flag);
+// A fatal error (e.g. a failed expert read) also aborts the decode; it stays set until cleared.
+WB_API void wb_abort_flag_set_fatal(struct wb_abort_flag * flag, int32_t value);
+WB_API int32_t wb_abort_flag_get_fatal(const struct wb_abort_flag * flag);
+
+// ---- expert streaming ------------------------------------------------------------------------
+// Serial streaming: the eval callback loads each layer's routed experts before they are used.
+struct wb_streamer;
+
+struct wb_streamer_params {
+    int32_t io_lanes;            // parallel readers, 1..8
+    int32_t o_direct;            // try O_DIRECT (verified at open; falls back to buffered)
+    int64_t cache_budget_bytes;  // < 0: no cache (shared slots, every routed slice re-read)
+    int32_t trace;               // record routed ids per load (tests, replay)
+};
+
+// Monotonic counters (except the *_now and demand fields). Times in ns, sizes in bytes.
+struct wb_stream_counters {
+    uint64_t read_bytes;       // bytes transferred (aligned windows under O_DIRECT)
+    uint64_t requested_bytes;  // bytes of the expert slices that missed
+    uint64_t io_ns;            // wall time the eval thread waited for reads
+    uint64_t mgmt_ns;          // lookup, LRU, eviction
+    uint64_t loads;            // layer loads (one per topk node)
+    uint64_t lookups;          // unique (layer, expert) lookups
+    uint64_t hits;
+    uint64_t routed;           // routed slots (token x top-k), duplicates included
+    uint64_t evictions;
+    uint64_t rereads;          // misses of entries that had been resident before
+    uint64_t resident_now;     // bytes resident in the cache
+    uint64_t budget_now;       // cache budget in force (0 without a cache)
+    uint64_t token_demand;     // distinct expert bytes of the last full pass over the layers
+    uint64_t layer_demand;     // widest layer of that pass
+    uint64_t resizes;
+    int32_t o_direct;          // O_DIRECT really in use
+    int32_t lanes;
+};
+
+WB_API struct wb_streamer * wb_streamer_new(const char * const * paths, int32_t n_paths,
+                                            struct wb_streamer_params params);
+WB_API void wb_streamer_free(struct wb_streamer * s);
+// The callback to set as llama_context_params.cb_eval, with the streamer as user data.
+WB_API bool wb_streamer_eval(struct ggml_tensor * t, bool ask, void * user_data);
+WB_API int32_t wb_streamer_capture_begin(struct wb_streamer * s);
+WB_API int32_t wb_streamer_capture_end(struct wb_streamer * s);
+// Names of captured expert tensors, NUL-separated into buf; returns the full length or -1.
+WB_API int32_t wb_streamer_captured_experts(struct wb_streamer * s, char * buf, size_t buf_size);
+WB_API int32_t wb_streamer_bind_expert(struct wb_streamer * s, const char * name, int32_t file,
+                                       uint64_t offset, uint64_t nbytes, int64_t n_expert);
+WB_API int32_t wb_streamer_activate(struct wb_streamer * s);
+// Reads one dense weight into anonymous memory, rebinds it and drops its mmap pages.
+WB_API int32_t wb_streamer_dense_anon(struct wb_streamer * s, const char * name, int32_t file,
+                                      uint64_t offset, uint64_t nbytes);
+WB_API int32_t wb_streamer_set_budget(struct wb_streamer * s, int64_t bytes);
+WB_API void wb_streamer_counters(const struct wb_streamer * s, struct wb_stream_counters * out);
+// Routed ids recorded since the last call, as [layer, n, id_1..id_n] groups; returns ints copied.
+WB_API int32_t wb_streamer_take_trace(struct wb_streamer * s, int32_t * buf, int32_t cap);
+WB_API void wb_streamer_set_abort_flag(struct wb_streamer * s, struct wb_abort_flag * flag);
+// The streaming failure that aborted a decode ("" when none); returns the full length.
+WB_API int32_t wb_streamer_fatal(const struct wb_streamer * s, char * buf, size_t buf_size);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 
 struct wb_abort_flag {
     std::atomic<int32_t> requested{0};
+    std::atomic<int32_t> fatal{0};
     std::atomic<uint64_t> polls{0};
 };
 
@@ -16,7 +17,8 @@ namespace {
 bool poll_abort(void * data) {
     auto * flag = static_cast<wb_abort_flag *>(data);
     flag->polls.fetch_add(1, std::memory_order_relaxed);
-    return flag->requested.load(std::memory_order_relaxed) != 0;
+    return flag->requested.load(std::memory_order_relaxed) != 0 ||
+           flag->fatal.load(std::memory_order_relaxed) != 0;
 }
 
 }  // namespace
@@ -31,6 +33,16 @@ void wb_abort_flag_set(wb_abort_flag * flag, int32_t value) {
     if (flag != nullptr) {
         flag->requested.store(value, std::memory_order_relaxed);
     }
+}
+
+void wb_abort_flag_set_fatal(wb_abort_flag * flag, int32_t value) {
+    if (flag != nullptr) {
+        flag->fatal.store(value, std::memory_order_relaxed);
+    }
+}
+
+int32_t wb_abort_flag_get_fatal(const wb_abort_flag * flag) {
+    return flag != nullptr ? flag->fatal.load(std::memory_order_relaxed) : 0;
 }
 
 int32_t wb_abort_flag_get(const wb_abort_flag * flag) {

@@ -19,6 +19,8 @@ from workbench.config_cli import DOCS_COMMAND, add_arguments, config_from_args, 
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLING = Config(temp=0.7)  # a config under which the sampling knobs matter
+# ...and one under which every knob matters (streaming with automatic cache sizing).
+ACTIVE = SAMPLING.replace(moe_stream=True, cache_auto=True)
 
 
 def other_value(s: Setting, value: Any) -> Any:
@@ -49,7 +51,9 @@ def test_names_are_unique_identifiers() -> None:
 def test_attribute_names_are_the_engine_contract() -> None:
     assert [s.name for s in SETTINGS] == [
         "model", "n_ctx", "n_batch", "n_ubatch", "n_threads", "chat_template",
-        "temp", "top_k", "top_p", "seed", "n_predict", "think", "system_prompt"]
+        "temp", "top_k", "top_p", "seed", "n_predict", "think", "system_prompt",
+        "moe_stream", "cache_mb", "cache_auto", "cache_floor_mb", "cache_ceil_mb", "io_threads",
+        "o_direct", "dense_weights", "n_expert_used"]
 
 
 @pytest.mark.parametrize("s", SETTINGS, ids=lambda s: s.name)
@@ -129,7 +133,7 @@ def test_config_fields_match_the_declarations() -> None:
     changed = [(n, t, dataclasses.field(default=2048) if n == "n_ctx" else d) for n, t, d in fields]
     with pytest.raises(ConfigError, match="n_ctx"):
         C.check_config_class(dataclasses.make_dataclass("Drifted", changed))
-    with pytest.raises(ConfigError, match=r"no field for.*system_prompt"):
+    with pytest.raises(ConfigError, match=r"no field for.*n_expert_used"):
         C.check_config_class(dataclasses.make_dataclass("Short", fields[:-1]))
 
 
@@ -138,6 +142,9 @@ def test_config_fields_match_the_declarations() -> None:
 FAILING = [
     # (changes, setting, expected fragment)
     ({"n_predict": 0}, "n_predict", "n_predict is 0 tokens; it must be at least 1"),
+    ({"moe_stream": True, "cache_auto": True, "cache_mb": 2000}, "cache_mb",
+     "both size the expert cache"),
+    ({"moe_stream": True, "io_threads": 9}, "io_threads", "9"),
     ({"n_predict": -5}, "n_predict", "set --n-predict to 1 or more"),
     ({"n_threads": 0}, "n_threads", "n_threads is 0 threads; it must be at least 1"),
     ({"n_ctx": 0, "n_predict": 8}, "n_ctx", "n_ctx is 0 tokens; it must be at least 16"),
@@ -188,7 +195,7 @@ def test_rule_passes_at_its_edge(changes: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("s", [s for s in SETTINGS if s.numeric], ids=lambda s: s.name)
 def test_every_declared_bound_is_enforced_and_named(s: Setting) -> None:
-    base = SAMPLING.replace(n_ctx=2**20)  # active knobs, room for any n_predict or n_ubatch
+    base = ACTIVE.replace(n_ctx=2**20)  # active knobs, room for any n_predict or n_ubatch
     if s.min is not None:
         below = s.min if s.min_exclusive else s.min - 1
         problems = validate(base.replace(**{s.name: below}))
@@ -375,3 +382,8 @@ def test_docs_command_prints_the_docs() -> None:
     out = subprocess.run([sys.executable, "-m", "workbench.config"], cwd=REPO, check=True,
                          capture_output=True, text=True).stdout
     assert out == settings_markdown()
+
+
+def test_streaming_knobs_are_inert_while_streaming_is_off() -> None:
+    assert validate(Config(io_threads=99, cache_mb=-5, cache_auto=True)) == []
+    assert settings_of(validate(Config(moe_stream=True, io_threads=99))) == ["io_threads"]

@@ -46,6 +46,9 @@ class ContextParams:
     n_batch: int
     n_ubatch: int  # 0 follows n_batch
     n_threads: int
+    # A native eval callback (function address, user data): called by llama.cpp per graph node,
+    # so it must never be Python.
+    eval_callback: tuple[int, int] | None = None
 
 
 def llama_cpp_python_version() -> str:
@@ -210,6 +213,10 @@ class Context:
         cp.n_threads = params.n_threads
         cp.n_threads_batch = params.n_threads
         cp.no_perf = True
+        if params.eval_callback is not None:
+            address, user_data = params.eval_callback
+            cp.cb_eval = ll.ggml_backend_sched_eval_callback(address)
+            cp.cb_eval_user_data = user_data
         ptr = ll.llama_init_from_model(model.ptr, cp)
         if not ptr:
             raise LlamaError(

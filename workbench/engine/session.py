@@ -38,8 +38,11 @@ from workbench.engine.requests import (
     TokenEvent,
 )
 from workbench.engine.sinks import Sink
+from workbench.engine.streaming import StreamingRuntime
 from workbench.moe.layout import ModelFacts, ModelFileError, read_model_facts
 from workbench.moe.native import AbortFlag
+from workbench.moe.registry import NotStreamableError
+from workbench.moe.streamer import StreamerError
 
 log = logging.getLogger("workbench.session")
 
@@ -86,6 +89,8 @@ class Session:
         self._ctx: llama.Context | None = None
         self._sampler: llama.Sampler | None = None
         self._abort: AbortFlag | None = None
+        self._streaming: StreamingRuntime | None = None
+        self._trace_routing = False
         self._template: ChatTemplate | None = None
         self._sink: Sink | None = None
         self._memory = MemoryProbe()
@@ -105,13 +110,17 @@ class Session:
         *,
         sink: Sink | None = None,
         progress: Callable[[float], bool] | None = None,
+        trace_routing: bool = False,
     ) -> Session:
-        """Validate, load the model and create the context. Raises SessionError."""
+        """Validate, load the model and create the context. Raises SessionError.
+
+        `trace_routing` records every layer's routed experts while streaming (tests, replay)."""
         problems = validate(config)
         if problems:
             raise SessionError("; ".join(p.message for p in problems))
         self = cls()
         self._sink = sink
+        self._trace_routing = trace_routing
         started = time.perf_counter()
         path = Path(config.model) if config.model else _default_model()
         try:
@@ -130,8 +139,14 @@ class Session:
 
     def _load(self, path: Path, progress: Callable[[float], bool] | None) -> None:
         cfg = self.config
+        overrides = _expert_override(cfg, self.facts)
+        if cfg.moe_stream:
+            try:
+                self._streaming = StreamingRuntime(cfg, self.facts, trace=self._trace_routing)
+            except (NotStreamableError, StreamerError) as exc:
+                raise SessionError(str(exc)) from exc
         try:
-            self._model = llama.Model(path, llama.ModelParams(), progress)
+            self._model = llama.Model(path, llama.ModelParams(kv_overrides_int=overrides), progress)
         except llama.LlamaError as exc:
             raise SessionError(_load_failure_message(path, self.facts, str(exc))) from exc
         n_batch = min(cfg.n_batch, cfg.n_ctx)
@@ -141,12 +156,18 @@ class Session:
                 llama.ContextParams(
                     n_ctx=cfg.n_ctx, n_batch=n_batch, n_ubatch=min(cfg.n_ubatch, n_batch),
                     n_threads=cfg.n_threads,
+                    eval_callback=self._streaming.eval_callback if self._streaming else None,
                 ),
             )
         except llama.LlamaError as exc:
             raise SessionError(str(exc)) from exc
         self._abort = AbortFlag()
         self._abort.install(self._ctx.ptr)
+        if self._streaming is not None:
+            try:
+                self._streaming.attach(self._ctx, self._model, self._abort)
+            except (RuntimeError, StreamerError) as exc:
+                raise SessionError(f"expert streaming could not start: {exc}") from exc
         if cfg.chat_template:
             source = self._model.chat_template()
             self.template_origin = "model file"
@@ -163,11 +184,14 @@ class Session:
         self._rebuild_sampler()
 
     def close(self) -> None:
-        """Free everything, in order: sampler, context, abort flag, model. Idempotent."""
-        for obj in (self._sampler, self._ctx, self._abort, self._model):
+        """Free everything, in order: sampler, context, streamer, abort flag, model. Idempotent.
+
+        The streamer goes after the context (which calls into it) and before the model (whose
+        tensors it rebound and now restores)."""
+        for obj in (self._sampler, self._ctx, self._streaming, self._abort, self._model):
             if obj is not None:
                 obj.close()
-        self._sampler = self._ctx = self._abort = self._model = None
+        self._sampler = self._ctx = self._streaming = self._abort = self._model = None
         self._memory.close()
 
     def __enter__(self) -> Session:
@@ -197,8 +221,21 @@ class Session:
             raise SessionError("; ".join(p.message for p in problems))
         self.config = config.replace(model=self.config.model)
         self._rebuild_sampler()
-        self.run_info.settings = self.config.to_dict()
+        self.run_info.settings = self._resolved_settings()
         self._run_info_sent = False
+
+    @property
+    def streaming(self) -> StreamingRuntime | None:
+        return self._streaming
+
+    def set_cache_budget_mib(self, mib: float) -> None:
+        """Resize the expert cache of an open session (between generations)."""
+        if self._streaming is None:
+            raise SessionError("this session does not stream experts")
+        try:
+            self._streaming.set_budget_mib(mib)
+        except StreamerError as exc:
+            raise SessionError(str(exc)) from exc
 
     def _rebuild_sampler(self) -> None:
         if self._sampler is not None:
@@ -235,6 +272,9 @@ class Session:
             self.reset_conversation()
         if not request.text.strip():
             return _rejected("The message is empty: type something to send.")
+        if self._streaming is not None and self._streaming.failed:
+            return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
+                                  error=f"{self._streaming.failed}. Reopen the model to continue.")
         n_predict = request.n_predict if request.n_predict is not None else self.config.n_predict
         think = request.think if request.think is not None else self.config.think
         notes: list[str] = []
@@ -355,6 +395,13 @@ class Session:
         self.kv_tokens.clear()
         self._kv_text = ""
 
+    def _streaming_failure(self) -> str:
+        reason = self._streaming.streamer.fatal() if self._streaming else ""
+        if self._streaming is not None:
+            self._streaming.failed = reason
+        return (f"{reason or 'expert streaming failed'}. The answer is incomplete; reopen the "
+                "model (check that the model file is still readable).")
+
     def _pick_token(self) -> int:
         ctx = self._ctx
         assert ctx is not None
@@ -376,6 +423,10 @@ class Session:
                 return GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
             chunk = suffix[done: done + ctx.n_batch]
             rc = ctx.decode(chunk)
+            if rc != 0 and self._abort is not None and self._abort.fatal:
+                self._discard_state()
+                return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
+                                      error=self._streaming_failure())
             if rc == llama.DECODE_ABORTED or (rc != 0 and self._cancel.is_set()):
                 self._rollback(turn)
                 return GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
@@ -399,6 +450,9 @@ class Session:
         stop = StopReason.LENGTH
         error = ""
         memory = self._memory
+        streaming = self._streaming
+        if streaming is not None:
+            streaming.start_generation()
         step = 0
         while step < turn.n_predict:
             if model.is_eog(tok):
@@ -413,7 +467,10 @@ class Session:
             t1 = time.perf_counter_ns()
             after = counters()
             if rc != 0:
-                if rc == llama.DECODE_ABORTED or self._cancel.is_set():
+                if self._abort is not None and self._abort.fatal:
+                    stop = StopReason.ERROR
+                    error = self._streaming_failure()
+                elif rc == llama.DECODE_ABORTED or self._cancel.is_set():
                     stop = StopReason.STOPPED
                 else:
                     stop = StopReason.ERROR
@@ -445,6 +502,8 @@ class Session:
                 text=delta.answer if delta else (rows[-1].text if rows else ""),
                 reasoning=delta.reasoning if delta else (rows[-1].reasoning if rows else ""),
             )
+            if streaming is not None:
+                streaming.fill(row)
             rows.append(row)
             if self._sink is not None:
                 self._sink.on_token(row)
@@ -469,6 +528,8 @@ class Session:
         )
         result.summary = self._summary(turn, rows, stop, prefill_end - prefill_start, ttft_ns,
                                        end_ns - prev_end, total)
+        if streaming is not None:
+            streaming.fill_summary(result.summary)
         if self._sink is not None:
             self._sink.on_summary(result.summary)
         if stop is StopReason.STOPPED:
@@ -514,12 +575,39 @@ class Session:
             arch=facts.arch,
             n_layer=model.n_layer,
             n_expert=facts.n_expert,
-            n_expert_used=facts.n_expert_used,
+            n_expert_used=self.config.n_expert_used or facts.n_expert_used,
             n_vocab=model.n_vocab,
             n_ctx_train=model.n_ctx_train,
             chat_template=self._template is not None,
-            settings=self.config.to_dict(),
+            settings=self._resolved_settings(),
         )
+
+    def _resolved_settings(self) -> dict[str, object]:
+        """Every setting as it is in force: automatic and fallback choices resolved."""
+        settings = self.config.to_dict()
+        if self._streaming is not None:
+            info = self._streaming.info
+            settings["cache_mb"] = round(info.budget.mib) if info.budget.enabled else 0
+            settings["o_direct"] = info.o_direct
+            settings["io_threads"] = info.lanes
+        return settings
+
+
+def _expert_override(cfg: Config, facts: ModelFacts) -> tuple[tuple[str, int], ...]:
+    """The kv override that makes the graph route fewer experts (validated against the file)."""
+    if cfg.n_expert_used <= 0:
+        return ()
+    if not facts.is_moe:
+        raise SessionError(
+            f"Active experts was set to {cfg.n_expert_used}, but {facts.path.name} is not a MoE "
+            "model (it has no experts). Set it back to the model default (0)."
+        )
+    if cfg.n_expert_used > facts.n_expert:
+        raise SessionError(
+            f"Active experts was set to {cfg.n_expert_used}, but {facts.path.name} has only "
+            f"{facts.n_expert} experts per layer. Choose at most {facts.n_expert}."
+        )
+    return ((f"{facts.arch}.expert_used_count", cfg.n_expert_used),)
 
 
 def _rejected(message: str) -> GenerateResult:

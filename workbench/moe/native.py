@@ -18,7 +18,7 @@ from pathlib import Path
 
 from workbench.paths import native_build_dir
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 REBUILD_HINT = "Run scripts/test or scripts/workbench once: set-up rebuilds the native library."
 
 
@@ -38,6 +38,30 @@ def library_path() -> Path:
     return Path(override) if override else native_build_dir() / "libworkbench_native.so"
 
 
+class StreamerParams(ctypes.Structure):
+    """Mirror of `struct wb_streamer_params`."""
+
+    _fields_ = [
+        ("io_lanes", ctypes.c_int32),
+        ("o_direct", ctypes.c_int32),
+        ("cache_budget_bytes", ctypes.c_int64),
+        ("trace", ctypes.c_int32),
+    ]
+
+
+class StreamCounters(ctypes.Structure):
+    """Mirror of `struct wb_stream_counters` (times in ns, sizes in bytes)."""
+
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "read_bytes", "requested_bytes", "io_ns", "mgmt_ns", "loads", "lookups", "hits",
+            "routed", "evictions", "rereads", "resident_now", "budget_now", "token_demand",
+            "layer_demand", "resizes",
+        )
+    ] + [("o_direct", ctypes.c_int32), ("lanes", ctypes.c_int32)]
+
+
 def _bind(lib: ctypes.CDLL) -> None:
     c = ctypes
     signatures: dict[str, tuple[list[type], type | None]] = {
@@ -55,6 +79,23 @@ def _bind(lib: ctypes.CDLL) -> None:
         "wb_abort_flag_get": ([c.c_void_p], c.c_int32),
         "wb_abort_flag_polls": ([c.c_void_p], c.c_uint64),
         "wb_abort_install": ([c.c_void_p, c.c_void_p], c.c_int32),
+        "wb_abort_flag_set_fatal": ([c.c_void_p, c.c_int32], None),
+        "wb_abort_flag_get_fatal": ([c.c_void_p], c.c_int32),
+        "wb_streamer_new": ([c.POINTER(c.c_char_p), c.c_int32, StreamerParams], c.c_void_p),
+        "wb_streamer_free": ([c.c_void_p], None),
+        "wb_streamer_capture_begin": ([c.c_void_p], c.c_int32),
+        "wb_streamer_capture_end": ([c.c_void_p], c.c_int32),
+        "wb_streamer_captured_experts": ([c.c_void_p, c.c_char_p, c.c_size_t], c.c_int32),
+        "wb_streamer_bind_expert": (
+            [c.c_void_p, c.c_char_p, c.c_int32, c.c_uint64, c.c_uint64, c.c_int64], c.c_int32),
+        "wb_streamer_activate": ([c.c_void_p], c.c_int32),
+        "wb_streamer_dense_anon": (
+            [c.c_void_p, c.c_char_p, c.c_int32, c.c_uint64, c.c_uint64], c.c_int32),
+        "wb_streamer_set_budget": ([c.c_void_p, c.c_int64], c.c_int32),
+        "wb_streamer_counters": ([c.c_void_p, c.POINTER(StreamCounters)], None),
+        "wb_streamer_take_trace": ([c.c_void_p, c.POINTER(c.c_int32), c.c_int32], c.c_int32),
+        "wb_streamer_set_abort_flag": ([c.c_void_p, c.c_void_p], None),
+        "wb_streamer_fatal": ([c.c_void_p, c.c_char_p, c.c_size_t], c.c_int32),
     }
     for name, (argtypes, restype) in signatures.items():
         fn = getattr(lib, name)
@@ -180,6 +221,10 @@ class AbortFlag:
     def pointer(self) -> int:
         return int(self._ptr)
 
+    @property
+    def handle(self) -> int | None:
+        return self._ptr
+
     def set(self) -> None:
         """Request an abort; safe from any thread."""
         if self._ptr:
@@ -197,6 +242,14 @@ class AbortFlag:
     def polls(self) -> int:
         """How many times llama.cpp has asked this flag."""
         return int(self._lib.wb_abort_flag_polls(self._ptr)) if self._ptr else 0
+
+    @property
+    def fatal(self) -> bool:
+        return bool(self._ptr) and bool(self._lib.wb_abort_flag_get_fatal(self._ptr))
+
+    def clear_fatal(self) -> None:
+        if self._ptr:
+            self._lib.wb_abort_flag_set_fatal(self._ptr, 0)
 
     def install(self, ctx: int) -> None:
         ret = self._lib.wb_abort_install(ctx, self._ptr)

@@ -1,0 +1,85 @@
+// The flat C ABI over wb::Streamer: every export catches and reports through wb_last_error().
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "streamer.h"
+#include "workbench_native.h"
+
+struct wb_streamer {
+    wb::Streamer impl;
+    wb_streamer(const std::vector<std::string> & paths, const wb_streamer_params & p) : impl(paths, p) {}
+};
+
+extern "C" {
+
+wb_streamer * wb_streamer_new(const char * const * paths, int32_t n_paths, wb_streamer_params params) {
+    wb_streamer * out = nullptr;
+    wb::guarded([&] {
+        if (paths == nullptr || n_paths <= 0) throw std::invalid_argument("no model files given");
+        std::vector<std::string> files(paths, paths + n_paths);
+        out = new wb_streamer(files, params);
+        return 0;
+    });
+    return out;
+}
+
+void wb_streamer_free(wb_streamer * s) { delete s; }
+
+bool wb_streamer_eval(ggml_tensor * t, bool ask, void * user_data) {
+    return static_cast<wb_streamer *>(user_data)->impl.eval(t, ask);
+}
+
+int32_t wb_streamer_capture_begin(wb_streamer * s) {
+    return wb::guarded([&] { s->impl.capture_begin(); return 0; });
+}
+
+int32_t wb_streamer_capture_end(wb_streamer * s) {
+    return wb::guarded([&] { s->impl.capture_end(); return 0; });
+}
+
+int32_t wb_streamer_captured_experts(wb_streamer * s, char * buf, size_t buf_size) {
+    return wb::guarded([&] {
+        std::string joined;
+        for (const auto & name : s->impl.captured_expert_names()) {
+            joined += name;
+            joined.push_back('\n');
+        }
+        return wb::copy_out(joined, buf, buf_size);
+    });
+}
+
+int32_t wb_streamer_bind_expert(wb_streamer * s, const char * name, int32_t file, uint64_t offset,
+                                uint64_t nbytes, int64_t n_expert) {
+    return wb::guarded([&] { s->impl.bind_expert(name, file, offset, nbytes, n_expert); return 0; });
+}
+
+int32_t wb_streamer_activate(wb_streamer * s) {
+    return wb::guarded([&] { s->impl.activate(); return 0; });
+}
+
+int32_t wb_streamer_dense_anon(wb_streamer * s, const char * name, int32_t file, uint64_t offset,
+                               uint64_t nbytes) {
+    return wb::guarded([&] { s->impl.dense_anon(name, file, offset, nbytes); return 0; });
+}
+
+int32_t wb_streamer_set_budget(wb_streamer * s, int64_t bytes) {
+    return wb::guarded([&] { s->impl.set_budget(bytes); return 0; });
+}
+
+void wb_streamer_counters(const wb_streamer * s, wb_stream_counters * out) { s->impl.counters(out); }
+
+int32_t wb_streamer_take_trace(wb_streamer * s, int32_t * buf, int32_t cap) {
+    return wb::guarded([&] {
+        return static_cast<int>(s->impl.take_trace(buf, cap > 0 ? static_cast<size_t>(cap) : 0));
+    });
+}
+
+void wb_streamer_set_abort_flag(wb_streamer * s, wb_abort_flag * flag) { s->impl.set_abort_flag(flag); }
+
+int32_t wb_streamer_fatal(const wb_streamer * s, char * buf, size_t buf_size) {
+    return wb::copy_out(s->impl.fatal(), buf, buf_size);
+}
+
+}  // extern "C"

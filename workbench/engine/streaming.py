@@ -1,0 +1,145 @@
+"""Expert streaming inside a session: set-up around the context, and its per-token telemetry.
+
+Set-up order: the streamer is created before the context (its eval callback goes into the context
+parameters), then one warm-up decode captures the expert tensors from the graph, their GGUF file
+positions are bound, dense weights are optionally read into private memory, and the expert
+tensors are rebound onto memory the streamer owns. Telemetry is read from native counters after
+each decode, outside the timed bracket, as deltas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psutil
+
+from workbench.config import Config
+from workbench.engine import llama
+from workbench.engine.metrics import UNMEASURED, RunSummary, TokenMetrics
+from workbench.moe.budget import MIB, CacheBudget, cliff_warning, resolve_budget
+from workbench.moe.layout import ModelFacts, expert_tensors, read_tensors
+from workbench.moe.native import AbortFlag
+from workbench.moe.registry import check_streamable
+from workbench.moe.streamer import ExpertStreamer, StreamCounters
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingInfo:
+    """What the run info records about streaming (resolved at load)."""
+
+    budget: CacheBudget
+    o_direct: bool
+    lanes: int
+    dense_policy: str
+    dense_bytes_read: int
+    total_expert_bytes: int
+
+
+class StreamingRuntime:
+    """Owns the ExpertStreamer of one session and turns its counters into telemetry."""
+
+    def __init__(self, config: Config, facts: ModelFacts, *, trace: bool = False) -> None:
+        check_streamable(facts.arch, facts.n_expert, facts.path.name)
+        self.facts = facts
+        self.experts = expert_tensors(facts.path)
+        self.total_expert_bytes = sum(t.n_bytes for t in self.experts)
+        dense_bytes = facts.tensor_bytes - self.total_expert_bytes
+        self.budget = resolve_budget(
+            cache_mb=config.cache_mb, auto=config.cache_auto, floor_mb=config.cache_floor_mb,
+            ceil_mb=config.cache_ceil_mb, total_expert_bytes=self.total_expert_bytes,
+            mem_available_bytes=psutil.virtual_memory().available,
+            dense_reserved_bytes=dense_bytes if config.dense_weights == "anon" else 0,
+        )
+        self.dense_policy = config.dense_weights
+        self.streamer = ExpertStreamer(
+            list(facts.shards), lanes=config.io_threads, o_direct=config.o_direct,
+            budget_bytes=self.budget.bytes, trace=trace,
+        )
+        self.dense_bytes_read = 0
+        self._last: StreamCounters | None = None
+        self._gen_start: StreamCounters | None = None
+        self.failed = ""
+
+    @property
+    def eval_callback(self) -> tuple[int, int]:
+        return self.streamer.eval_callback
+
+    def attach(self, ctx: llama.Context, model: llama.Model, abort: AbortFlag) -> None:
+        """Capture with one warm-up decode, bind, and start streaming. Leaves the KV empty."""
+        self.streamer.attach_abort_flag(abort)
+        self.streamer.begin_capture()
+        rc = ctx.decode([model.bos])
+        self.streamer.end_capture()
+        ctx.clear()
+        if rc != 0:
+            raise RuntimeError(f"the capture warm-up decode failed (llama_decode returned {rc})")
+        self.streamer.bind(self.experts)
+        if self.dense_policy == "anon":
+            names = {t.name for t in self.experts}
+            self.dense_bytes_read = self.streamer.read_dense_into_memory(
+                read_tensors(self.facts.path), names)
+        self.streamer.activate()
+        self._last = self.streamer.counters()
+
+    @property
+    def info(self) -> StreamingInfo:
+        c = self._last or self.streamer.counters()
+        return StreamingInfo(
+            budget=self.budget, o_direct=c.o_direct, lanes=c.lanes, dense_policy=self.dense_policy,
+            dense_bytes_read=self.dense_bytes_read, total_expert_bytes=self.total_expert_bytes,
+        )
+
+    # ---- telemetry --------------------------------------------------------------------------
+
+    def start_generation(self) -> None:
+        """Called after the prefill: per-token deltas and the summary start here."""
+        self._last = self._gen_start = self.streamer.counters()
+
+    def fill(self, row: TokenMetrics) -> None:
+        """Sets the streaming fields of a token's row from the counter deltas of its decode."""
+        now = self.streamer.counters()
+        last = self._last
+        assert last is not None
+        io_ms = (now.io_ns - last.io_ns) / 1e6
+        mgmt_ms = (now.mgmt_ns - last.mgmt_ns) / 1e6
+        row.io_ms = io_ms
+        row.mgmt_ms = mgmt_ms
+        # The residual: what the decode spent outside reads and cache management, clamped.
+        row.compute_ms = max(0.0, row.wall_ms - io_ms - mgmt_ms)
+        row.read_bytes = now.read_bytes - last.read_bytes
+        row.cache_hit_pct = now.hit_pct if self.budget.enabled else UNMEASURED
+        row.cache_budget_mib = now.budget_now / MIB if self.budget.enabled else UNMEASURED
+        self._last = now
+
+    def fill_summary(self, summary: RunSummary) -> None:
+        start, end = self._gen_start, self.streamer.counters()
+        if start is None:
+            return
+        n = summary.n_generated
+        summary.moe_read_mib = (end.read_bytes - start.read_bytes) / MIB
+        summary.cache_evictions = end.evictions
+        summary.cache_rereads = end.rereads
+        summary.cache_resizes = end.resizes
+        summary.token_demand_mib = end.token_demand / MIB
+        summary.layer_demand_mib = end.layer_demand / MIB
+        summary.experts_routed = end.routed - start.routed
+        if self.budget.enabled:
+            summary.cache_hit_pct = end.hit_pct
+            summary.cache_resident_mib = end.resident_now / MIB
+            summary.cache_budget_mib = end.budget_now / MIB
+        if n:
+            io_s = (end.io_ns - start.io_ns) / 1e9 / n
+            mgmt_s = (end.mgmt_ns - start.mgmt_ns) / 1e9 / n
+            summary.moe_io_s_per_token = io_s
+            summary.moe_mgmt_s_per_token = mgmt_s
+            summary.moe_compute_s_per_token = max(0.0, summary.s_per_token - io_s - mgmt_s)
+
+    def cliff_warning(self) -> str:
+        return cliff_warning(self.budget, self.streamer.counters().token_demand)
+
+    def set_budget_mib(self, mib: float) -> None:
+        self.streamer.set_budget(int(mib * MIB))
+        self.budget = CacheBudget(int(mib * MIB), False, f"set to {mib:g} MiB on the open session")
+
+    def close(self) -> None:
+        self.streamer.close()
