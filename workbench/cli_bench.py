@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
@@ -20,6 +21,25 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     overhead.add_argument("--warmup", type=int, default=1)
     overhead.set_defaults(run=run_overhead_cmd)
 
+    stream = kinds.add_parser(
+        "stream", help="expert streaming: machinery overhead, bigger than memory, I/O efficiency"
+    )
+    stream.add_argument("--which", default="machinery,memory,io",
+                        help="comma-separated: machinery, memory, io")
+    stream.add_argument("-m", "--model", type=Path,
+                        help="MoE GGUF to use (default: a generated bench-size synthetic MoE)")
+    stream.add_argument("--gib", type=float, default=2.0,
+                        help="size of the generated synthetic model's experts (GiB)")
+    stream.add_argument("--repeats", type=int, default=5)
+    stream.add_argument("-n", "--tokens", type=int, default=64, help="tokens per run")
+    stream.add_argument("-t", "--threads", type=int, default=2)
+    stream.add_argument("--lanes", type=int, default=4)
+    stream.add_argument("--leave-mib", type=int, default=0,
+                        help="memory bench: RAM left available (default: half the model)")
+    stream.add_argument("--floor-mb", type=int, default=256,
+                        help="memory bench: what the automatic cache leaves free")
+    stream.set_defaults(run=run_stream_cmd)
+
 
 def run_overhead_cmd(args: argparse.Namespace) -> int:
     from workbench.bench.overhead import run_overhead
@@ -30,4 +50,33 @@ def run_overhead_cmd(args: argparse.Namespace) -> int:
         log=lambda line: print(line, file=sys.stderr),
     )
     print(report.last_line())
+    return 0
+
+
+def run_stream_cmd(args: argparse.Namespace) -> int:
+    from workbench.bench import stream
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    model = args.model or stream.bench_model(args.gib)
+    lines = []
+    which = [w.strip() for w in args.which.split(",") if w.strip()]
+    for name in which:
+        if name == "machinery":
+            lines.append(stream.machinery(model, repeats=args.repeats, n_tokens=args.tokens,
+                                          threads=args.threads, log=log))
+        elif name == "memory":
+            leave = args.leave_mib or model.stat().st_size // (2 << 20)
+            lines.append(stream.bigger_than_memory(
+                model, leave_mib=leave, floor_mb=args.floor_mb, repeats=args.repeats,
+                n_tokens=args.tokens, threads=args.threads, log=log))
+        elif name == "io":
+            lines.append(stream.io_efficiency(model, lanes=args.lanes, repeats=args.repeats,
+                                              n_tokens=args.tokens, threads=args.threads, log=log))
+        else:
+            print(f"error: unknown benchmark {name!r} (machinery, memory, io)", file=sys.stderr)
+            return 2
+        log(lines[-1])
+    print("\n".join(lines))
     return 0

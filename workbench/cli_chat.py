@@ -39,6 +39,10 @@ def run_chat(args: argparse.Namespace) -> int:
     except SessionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    for warning in session.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if session.streaming is not None:
+        print(streaming_banner(session), file=sys.stderr)
     try:
         if args.prompt is not None:
             result = _turn(session, GenerateRequest(text=args.prompt), args.progress)
@@ -94,6 +98,9 @@ def _turn(session, request: GenerateRequest, progress: bool) -> GenerateResult:
         print(f"note: {note}", file=sys.stderr)
     if result.summary is not None and result.summary.n_generated:
         print(format_perf(result.summary, session.config.n_threads), file=sys.stderr)
+    if result.reprefill_reason:
+        print(f"note: part of the conversation was re-read ({result.reprefill_reason})",
+              file=sys.stderr)
     return result
 
 
@@ -154,8 +161,34 @@ def format_perf(s: RunSummary, threads: int) -> str:
             f"compute: {occupancy:.0f}% CPU occupancy ({s.cpu_s_per_token:.4f} cpu-s/token over "
             f"{threads} threads), {s.majflt_per_token:.2f} major faults/token"
         )
+    if s.moe_read_mib != UNMEASURED:
+        io, mgmt = s.moe_io_s_per_token, s.moe_mgmt_s_per_token
+        bandwidth = s.moe_read_mib / (io * s.n_generated) if io > 0 else 0.0
+        lines.append(
+            f"moe-stream: read {s.moe_read_mib:.1f} MiB ({s.moe_read_mib / s.n_generated:.2f} "
+            f"MiB/token), decode {s.s_per_token:.4f} s/token (compute "
+            f"{s.moe_compute_s_per_token:.4f} + cache mgmt {mgmt:.4f} + flash I/O {io:.4f} "
+            f"s/token, {bandwidth:.0f} MiB/s)"
+        )
+        if s.cache_hit_pct != UNMEASURED:
+            lines.append(
+                f"moe-cache: {s.cache_hit_pct:.1f}% hit (cumulative), resident "
+                f"{s.cache_resident_mib:.0f} MiB of {s.cache_budget_mib:.0f} MiB, "
+                f"{s.cache_evictions} evictions, {s.cache_rereads} re-reads, token demand "
+                f"{s.token_demand_mib:.1f} MiB"
+            )
     lines.append(
         f"loop overhead: {1000 * s.loop_overhead_s_per_token:.2f} ms/token | context "
         f"{s.n_past}/{s.n_ctx}"
     )
     return "\n".join(lines)
+
+
+def streaming_banner(session) -> str:  # noqa: ANN001 - Session, imported lazily
+    info = session.streaming.info
+    return (
+        f"expert streaming on: {info.budget.explanation}; {info.lanes} I/O lanes, "
+        f"{'O_DIRECT' if info.o_direct else 'buffered'} reads, dense weights {info.dense_policy}"
+        + (f" ({info.dense_bytes_read / (1 << 20):.0f} MiB read into memory)"
+           if info.dense_bytes_read else "")
+    )

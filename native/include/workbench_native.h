@@ -106,12 +106,20 @@ WB_API int32_t wb_streamer_activate(struct wb_streamer * s);
 WB_API int32_t wb_streamer_dense_anon(struct wb_streamer * s, const char * name, int32_t file,
                                       uint64_t offset, uint64_t nbytes);
 WB_API int32_t wb_streamer_set_budget(struct wb_streamer * s, int64_t bytes);
+// Fraction (0..1) of the dense weights' pages resident in RAM (mincore), or -1 if unmeasurable.
+WB_API double wb_streamer_dense_resident_frac(const struct wb_streamer * s);
 WB_API void wb_streamer_counters(const struct wb_streamer * s, struct wb_stream_counters * out);
 // Routed ids recorded since the last call, as [layer, n, id_1..id_n] groups; returns ints copied.
 WB_API int32_t wb_streamer_take_trace(struct wb_streamer * s, int32_t * buf, int32_t cap);
 WB_API void wb_streamer_set_abort_flag(struct wb_streamer * s, struct wb_abort_flag * flag);
 // The streaming failure that aborted a decode ("" when none); returns the full length.
 WB_API int32_t wb_streamer_fatal(const struct wb_streamer * s, char * buf, size_t buf_size);
+
+// ---- yardstick -------------------------------------------------------------------------------
+// Random aligned O_DIRECT preads of read_size bytes on `lanes` threads until about total_bytes
+// were read; reports bytes and wall ns. Independent of the streamer's reader by design.
+WB_API int32_t wb_iobench(const char * path, uint64_t read_size, int32_t lanes, uint64_t total_bytes,
+                          uint64_t seed, uint64_t * bytes_out, uint64_t * ns_out);
 
 #ifdef __cplusplus
 }

@@ -370,6 +370,28 @@ void Streamer::set_budget(int64_t bytes) {
 
 void Streamer::counters(wb_stream_counters * out) const { *out = c_; }
 
+double Streamer::dense_resident_frac() const {
+    // Every named weight leaf that is not a streamed expert: wherever its data lives now (our
+    // anonymous copy, or the model's mmap), count its pages that are resident.
+    const uint64_t ps = page_size();
+    uint64_t total = 0, resident = 0;
+    std::vector<unsigned char> vec;
+    for (const auto & kv : leaves_) {
+        const ggml_tensor * t = kv.second;
+        int kind = -1;
+        if (expert_layer(t->name, &kind) >= 0 || t->data == nullptr) continue;
+        const uint64_t bytes = t->nb[3] * static_cast<uint64_t>(t->ne[3]);
+        const uint64_t start = reinterpret_cast<uint64_t>(t->data) & ~(ps - 1);
+        const uint64_t end = (reinterpret_cast<uint64_t>(t->data) + bytes + ps - 1) & ~(ps - 1);
+        const size_t pages = static_cast<size_t>((end - start) / ps);
+        vec.resize(pages);
+        if (mincore(reinterpret_cast<void *>(start), end - start, vec.data()) != 0) continue;
+        for (unsigned char v : vec) resident += v & 1;
+        total += pages;
+    }
+    return total > 0 ? static_cast<double>(resident) / static_cast<double>(total) : -1.0;
+}
+
 size_t Streamer::take_trace(int32_t * buf, size_t cap) {
     const size_t n = trace_buf_.size() < cap ? trace_buf_.size() : cap;
     std::memcpy(buf, trace_buf_.data(), n * sizeof(int32_t));

@@ -51,6 +51,7 @@ public:
     void activate();
     uint64_t dense_anon(const std::string & name, int32_t file, uint64_t offset, uint64_t nbytes);
     void set_budget(int64_t bytes);
+    double dense_resident_frac() const;
     void counters(wb_stream_counters * out) const;
     size_t take_trace(int32_t * buf, size_t cap);
     void set_abort_flag(wb_abort_flag * flag) { abort_ = flag; }

@@ -68,6 +68,10 @@ int32_t wb_streamer_set_budget(wb_streamer * s, int64_t bytes) {
     return wb::guarded([&] { s->impl.set_budget(bytes); return 0; });
 }
 
+double wb_streamer_dense_resident_frac(const wb_streamer * s) {
+    return s->impl.dense_resident_frac();
+}
+
 void wb_streamer_counters(const wb_streamer * s, wb_stream_counters * out) { s->impl.counters(out); }
 
 int32_t wb_streamer_take_trace(wb_streamer * s, int32_t * buf, int32_t cap) {

@@ -238,3 +238,24 @@ def test_too_many_active_experts_is_refused_with_a_message(model):
 def test_active_experts_on_a_dense_model_is_refused(embedded_model_path):
     with pytest.raises(SessionError, match="not a MoE model"):
         Session.open(Config(model=str(embedded_model_path), n_expert_used=2, n_threads=2))
+
+
+def test_an_architecture_the_streamer_does_not_know_is_refused(model, monkeypatch):
+    from workbench.moe import registry
+
+    monkeypatch.setattr(registry, "STREAMABLE_ARCHS", frozenset({"some-other-moe"}))
+    with pytest.raises(SessionError, match="does not know yet.*Turn streaming off"):
+        Session.open(_config(model, moe_stream=True))
+
+
+def test_cache_cliff_is_announced_and_dense_residency_is_measured(model):
+    from workbench.engine.sinks import MemorySink
+
+    sink = MemorySink()
+    with Session.open(_config(model, moe_stream=True, cache_mb=1), sink=sink) as s:
+        assert any("smaller than one token's expert demand" in w for w in s.warnings)
+        s.generate(GenerateRequest(text=PROMPT))
+    assert all(0.0 <= r.dense_resident_frac <= 1.0 for r in sink.tokens)
+    assert sink.tokens[0].dense_resident_frac > 0.9  # anon dense weights were just read
+    with Session.open(_config(model, moe_stream=True, cache_mb=64)) as s:
+        assert s.warnings == []

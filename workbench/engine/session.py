@@ -228,6 +228,11 @@ class Session:
     def streaming(self) -> StreamingRuntime | None:
         return self._streaming
 
+    @property
+    def warnings(self) -> list[str]:
+        """Things the user should know about this session's settings (e.g. the cache cliff)."""
+        return list(self._streaming.warnings) if self._streaming else []
+
     def set_cache_budget_mib(self, mib: float) -> None:
         """Resize the expert cache of an open session (between generations)."""
         if self._streaming is None:

@@ -23,6 +23,9 @@ from workbench.moe.registry import check_streamable
 from workbench.moe.streamer import ExpertStreamer, StreamCounters
 
 
+DENSE_PROBE_EVERY = 8  # tokens between two dense-residency samples
+
+
 @dataclass(frozen=True, slots=True)
 class StreamingInfo:
     """What the run info records about streaming (resolved at load)."""
@@ -56,6 +59,15 @@ class StreamingRuntime:
             budget_bytes=self.budget.bytes, trace=trace,
         )
         self.dense_bytes_read = 0
+        # One token's worst-case expert demand: every MoE layer routes top-k distinct experts.
+        top_k = config.n_expert_used or facts.n_expert_used
+        per_layer: dict[int, int] = {}
+        for t in self.experts:
+            per_layer[t.layer] = per_layer.get(t.layer, 0) + t.expert_stride
+        self.token_demand_bytes = sum(b * min(top_k, facts.n_expert) for b in per_layer.values())
+        self.warnings = [w for w in (cliff_warning(self.budget, self.token_demand_bytes),) if w]
+        self._dense_frac = UNMEASURED
+        self._tokens_since_probe = 0
         self._last: StreamCounters | None = None
         self._gen_start: StreamCounters | None = None
         self.failed = ""
@@ -109,6 +121,11 @@ class StreamingRuntime:
         row.read_bytes = now.read_bytes - last.read_bytes
         row.cache_hit_pct = now.hit_pct if self.budget.enabled else UNMEASURED
         row.cache_budget_mib = now.budget_now / MIB if self.budget.enabled else UNMEASURED
+        # A mincore sweep over the dense weights every few tokens (it walks their page tables).
+        if self._tokens_since_probe % DENSE_PROBE_EVERY == 0:
+            self._dense_frac = self.streamer.dense_resident_frac()
+        self._tokens_since_probe += 1
+        row.dense_resident_frac = self._dense_frac
         self._last = now
 
     def fill_summary(self, summary: RunSummary) -> None:
@@ -134,12 +151,10 @@ class StreamingRuntime:
             summary.moe_mgmt_s_per_token = mgmt_s
             summary.moe_compute_s_per_token = max(0.0, summary.s_per_token - io_s - mgmt_s)
 
-    def cliff_warning(self) -> str:
-        return cliff_warning(self.budget, self.streamer.counters().token_demand)
-
     def set_budget_mib(self, mib: float) -> None:
         self.streamer.set_budget(int(mib * MIB))
         self.budget = CacheBudget(int(mib * MIB), False, f"set to {mib:g} MiB on the open session")
+        self.warnings = [w for w in (cliff_warning(self.budget, self.token_demand_bytes),) if w]
 
     def close(self) -> None:
         self.streamer.close()

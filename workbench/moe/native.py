@@ -92,10 +92,13 @@ def _bind(lib: ctypes.CDLL) -> None:
         "wb_streamer_dense_anon": (
             [c.c_void_p, c.c_char_p, c.c_int32, c.c_uint64, c.c_uint64], c.c_int32),
         "wb_streamer_set_budget": ([c.c_void_p, c.c_int64], c.c_int32),
+        "wb_streamer_dense_resident_frac": ([c.c_void_p], c.c_double),
         "wb_streamer_counters": ([c.c_void_p, c.POINTER(StreamCounters)], None),
         "wb_streamer_take_trace": ([c.c_void_p, c.POINTER(c.c_int32), c.c_int32], c.c_int32),
         "wb_streamer_set_abort_flag": ([c.c_void_p, c.c_void_p], None),
         "wb_streamer_fatal": ([c.c_void_p, c.c_char_p, c.c_size_t], c.c_int32),
+        "wb_iobench": ([c.c_char_p, c.c_uint64, c.c_int32, c.c_uint64, c.c_uint64,
+                        c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)], c.c_int32),
     }
     for name, (argtypes, restype) in signatures.items():
         fn = getattr(lib, name)
@@ -260,3 +263,12 @@ class AbortFlag:
         if self._ptr:
             self._lib.wb_abort_flag_free(self._ptr)
             self._ptr = None
+
+
+def iobench(path: str, *, read_size: int, lanes: int, total_bytes: int, seed: int = 0) -> float:
+    """Bandwidth in bytes/s of random aligned O_DIRECT preads (the streamer's yardstick)."""
+    lib = load()
+    got, ns = ctypes.c_uint64(), ctypes.c_uint64()
+    check(lib.wb_iobench(path.encode(), read_size, lanes, total_bytes, seed, ctypes.byref(got),
+                         ctypes.byref(ns)), lib, "the O_DIRECT read benchmark")
+    return got.value / (ns.value / 1e9)

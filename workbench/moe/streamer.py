@@ -137,6 +137,10 @@ class ExpertStreamer:
         values["o_direct"] = bool(values["o_direct"])
         return StreamCounters(**values)
 
+    def dense_resident_frac(self) -> float:
+        """Share of the dense weights' pages in RAM (mincore); -1 when it cannot be measured."""
+        return float(self._lib.wb_streamer_dense_resident_frac(self._ptr))
+
     def set_budget(self, budget_bytes: int) -> None:
         self._check(self._lib.wb_streamer_set_budget(self._ptr, budget_bytes), "resizing the cache")
 

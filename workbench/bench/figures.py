@@ -1,0 +1,212 @@
+"""The summary figures of one run, read from its metrics file (ours or upstream v1/v2).
+
+A run's figures come from series: per-token decode times, read bytes and faults (one value per
+generated token), one TTFT per turn, and the run's final cache hit rate. Columns are read by name,
+and everything unmeasured (-1, an absent column, upstream's zeros on platforms that cannot
+measure) becomes NaN here and "—" in the table, never 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from workbench.bench.stats import Stat, percentile_stat, rate_stat
+from workbench.engine.csv_format import MetricsFile, column, read_metrics_csv
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One row of the compare table: which series it reduces, and how."""
+
+    key: str
+    label: str
+    unit: str
+    series: str  # a RunFigures.series key
+    kind: Literal["token", "turn", "run"]  # what one value of the series is
+    stat: Stat
+    better: Literal["higher", "lower"]
+
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("tok_s", "decode rate", "tok/s", "wall_ms", "token", rate_stat, "higher"),
+    Figure("median_ms", "median", "ms/token", "wall_ms", "token", np.median, "lower"),
+    Figure("p95_ms", "p95", "ms/token", "wall_ms", "token", percentile_stat(95), "lower"),
+    Figure("p99_ms", "p99", "ms/token", "wall_ms", "token", percentile_stat(99), "lower"),
+    Figure("ttft_s", "TTFT", "s", "ttft_s", "turn", np.mean, "lower"),
+    Figure("read_mib", "read", "MiB/token", "read_mib", "token", np.mean, "lower"),
+    Figure("hit_pct", "cache hit", "%", "hit_pct", "run", np.mean, "higher"),
+    Figure("faults", "major faults", "/token", "majflt", "token", np.mean, "lower"),
+)
+FIGURE_BY_KEY = {f.key: f for f in FIGURES}
+
+
+def _is_ours(mf: MetricsFile) -> bool:
+    return mf.preamble.get("wb_engine") == "workbench"
+
+
+def _decode_ms(mf: MetricsFile) -> np.ndarray:
+    """Per-token decode wall. A speculative group (upstream mtp_batch > 1) bills its whole decode
+    to the first row and 0 to the others; each of its tokens gets an equal share instead."""
+    wall = np.asarray(column(mf, "wall_ms"), dtype=float)
+    batch = np.asarray(column(mf, "mtp_batch"), dtype=float)
+    i = 0
+    while i < wall.size:
+        b = int(batch[i]) if math.isfinite(batch[i]) and batch[i] > 1 else 1
+        if b > 1:
+            group = wall[i:i + b]
+            group[:] = np.nansum(group) / group.size
+        i += b
+    return wall
+
+
+def _turn_ids(mf: MetricsFile) -> np.ndarray:
+    turns = np.asarray(column(mf, "turn"), dtype=float)
+    return np.where(np.isfinite(turns), turns, -1.0)
+
+
+def _keep_mask(mf: MetricsFile, wall: np.ndarray, trim: int) -> np.ndarray:
+    """Measured decode rows, minus the first `trim` tokens of every turn (warm-up)."""
+    turns = _turn_ids(mf)
+    keep = np.isfinite(wall)
+    if trim > 0:
+        position = np.zeros(wall.size, dtype=int)
+        seen: dict[float, int] = {}
+        for i, t in enumerate(turns):
+            position[i] = seen.get(t, 0)
+            seen[t] = position[i] + 1
+        keep &= position >= trim
+    return keep
+
+
+def _streaming_off_upstream(mf: MetricsFile) -> bool:
+    # Upstream writes 0 (not -1) for read bytes when streaming is off: nothing was measured.
+    return not _is_ours(mf) and mf.preamble.get("moe_stream") == "0"
+
+
+def _counters_unmeasured_upstream(mf: MetricsFile) -> bool:
+    # Upstream writes 0 fault and CPU counters where the platform cannot read them; a decode
+    # never takes zero CPU, so an all-zero cpu_ms column means the counters were not read.
+    if _is_ours(mf):
+        return False
+    cpu = np.asarray(column(mf, "cpu_ms"), dtype=float)
+    return bool(cpu.size) and bool(np.all(cpu[np.isfinite(cpu)] == 0))
+
+
+def _ttft_per_turn(mf: MetricsFile) -> np.ndarray:
+    """Ours: `ttft_s`. Upstream files lack it; their `prefill_s` is the same span without our
+    template rendering (upstream's own TTFT also adds model load, which is not per turn)."""
+    out = []
+    for summary in mf.summaries:
+        value = summary.get("ttft_s", summary.get("prefill_s"))
+        ok = isinstance(value, int | float) and value != -1 and math.isfinite(value)
+        out.append(float(value) if ok else math.nan)
+    return np.asarray(out, dtype=float)
+
+
+def _final_hit_pct(mf: MetricsFile) -> float:
+    """cache_hit_pct is cumulative, so the run's rate is its last measured value."""
+    if mf.summaries:
+        value = mf.summaries[-1].get("cache_hit_pct")
+        if isinstance(value, int | float) and value != -1:
+            return float(value)
+    hits = [v for v in column(mf, "cache_hit_pct") if math.isfinite(v)]
+    return hits[-1] if hits else math.nan
+
+
+def _config_text(name: str, value: object) -> str:
+    if name == "model" and isinstance(value, str):
+        return Path(value).name or value  # the directory says nothing about the run
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def run_config(mf: MetricsFile) -> dict[str, str]:
+    """What produced the run, as text: our settings (plus engine and model identity), or, for
+    upstream files, every preamble key."""
+    if mf.settings:
+        config = {k: _config_text(k, v) for k, v in sorted(mf.settings.items())}
+        config.update({k: v for k, v in mf.preamble.items()
+                       if k.startswith("wb_") and k not in ("wb_settings", "wb_engine")})
+        return config
+    return dict(mf.preamble)
+
+
+@dataclass
+class RunFigures:
+    """One metrics file reduced to the series the compare table needs."""
+
+    source: str
+    label: str
+    format: str
+    preamble: dict[str, str]
+    config: dict[str, str]
+    has_settings: bool
+    trim: int
+    series: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def from_metrics(
+        cls, mf: MetricsFile, trim: int = 0, *, source: str = "", label: str = ""
+    ) -> RunFigures:
+        if trim < 0:
+            raise ValueError("trim must be 0 or more tokens")
+        wall = _decode_ms(mf)
+        keep = _keep_mask(mf, wall, trim)
+        read = np.asarray(column(mf, "read_bytes"), dtype=float) / MIB
+        if _streaming_off_upstream(mf):
+            read[:] = math.nan
+        faults = np.asarray(column(mf, "majflt"), dtype=float)
+        if _counters_unmeasured_upstream(mf):
+            faults[:] = math.nan
+        return cls(
+            source=source,
+            label=label or (Path(source).stem if source else "run"),
+            format=mf.format,
+            preamble=dict(mf.preamble),
+            config=run_config(mf),
+            has_settings=bool(mf.settings),
+            trim=trim,
+            series={
+                "wall_ms": wall[keep],
+                "read_mib": read[keep],
+                "majflt": faults[keep],
+                "ttft_s": _ttft_per_turn(mf),
+                "hit_pct": np.asarray([_final_hit_pct(mf)]),
+            },
+        )
+
+    @classmethod
+    def from_csv(cls, path: str | Path, trim: int = 0, *, label: str = "") -> RunFigures:
+        return cls.from_metrics(read_metrics_csv(path), trim, source=str(path), label=label)
+
+    @property
+    def n_tokens(self) -> int:
+        """Decode tokens the figures use (after the warm-up trim)."""
+        return int(self.series["wall_ms"].size)
+
+    @property
+    def group_key(self) -> str:
+        """Equal for runs of the same configuration: the whole preamble (settings, model
+        identity, engine version), which holds no per-run facts such as times."""
+        return json.dumps(self.preamble, sort_keys=True)
+
+    def values(self, figure: Figure) -> np.ndarray:
+        return self.series[figure.series]
+
+    def estimate(self, figure: Figure) -> float:
+        return pooled_estimate([self], figure)
+
+
+def pooled_estimate(runs: list[RunFigures], figure: Figure) -> float:
+    """The figure over several runs taken together (tok/s = all tokens / all decode wall)."""
+    values = np.concatenate([r.values(figure) for r in runs])
+    values = values[np.isfinite(values)]
+    return float(figure.stat(values, axis=-1)) if values.size else math.nan
+

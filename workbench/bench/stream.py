@@ -1,0 +1,182 @@
+"""`bench stream`: the expert streamer measured side by side, interleaved, with intervals.
+
+1. machinery: streaming with a cache that holds every expert vs the same model resident.
+2. memory: RAM held below the model's size by a balloon; streaming with an automatic cache vs
+   plain mmap (streaming off). Each run starts with the model file dropped from the page cache.
+3. io: the engine's effective read bandwidth (bytes read / time waiting for reads) vs a standalone
+   O_DIRECT pread benchmark at the same read size and lane count.
+
+Every figure is a ratio of arms measured in the same run, in alternating order (ABAB, BABA...),
+with a paired bootstrap interval over the repeats. tok/s is tokens / sum of decode wall.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workbench.bench.balloon import Balloon
+from workbench.bench.stats import Interval, paired_ratio_ci
+from workbench.config import Config
+from workbench.engine.requests import GenerateRequest
+from workbench.engine.session import Session
+from workbench.moe import native
+from workbench.moe.layout import expert_tensors, read_model_facts
+from workbench.moe.synth import write_synthetic_moe
+from workbench.paths import cache_dir
+
+MIB = 1 << 20
+PROMPT = "The expert streaming benchmark reads routed experts from the model file."
+Log = Callable[[str], None]
+
+
+def bench_model(gib: float, seed: int = 0) -> Path:
+    """A bench-size synthetic MoE of about `gib` GiB of experts, generated once and cached."""
+    out = cache_dir() / "bench" / f"synthetic-moe-{gib:g}g-seed{seed}.gguf"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_suffix(".partial.gguf")
+        write_synthetic_moe(partial, arch="qwen3moe", size="bench", seed=seed, target_gib=gib)
+        partial.rename(out)
+    return out
+
+
+def drop_from_page_cache(path: Path) -> None:
+    """Cold start without root: ask the kernel to drop the file's cached pages."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class ArmRun:
+    wall_ms: list[float]  # per generated token (the decode bracket)
+    read_bytes: int
+    io_ms: float
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.wall_ms) / 1e3
+
+    @property
+    def tok_s(self) -> float:
+        return len(self.wall_ms) / self.seconds
+
+    def percentile_ms(self, q: float) -> float:
+        return float(np.percentile(self.wall_ms, q))
+
+
+def _generate(session: Session, n_tokens: int) -> ArmRun:
+    rows = []
+    result = session.generate(GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
+                              on_token=lambda event: rows.append(event.metrics))
+    if not result.ok:
+        raise RuntimeError(result.error)
+    return ArmRun(
+        wall_ms=[r.wall_ms for r in rows],
+        read_bytes=sum(max(0, r.read_bytes) for r in rows),
+        io_ms=sum(max(0.0, r.io_ms) for r in rows),
+    )
+
+
+def _config(model: Path, threads: int, n_tokens: int, **changes: object) -> Config:
+    return Config(model=str(model), chat_template=False, n_ctx=max(512, n_tokens + 64),
+                  n_threads=threads, n_predict=n_tokens, **changes)
+
+
+def _ratio_line(name: str, ratio: Interval, extra: str) -> str:
+    return (f"{name} ratio={ratio.estimate:.3f} ci95=[{ratio.low:.3f}, {ratio.high:.3f}] {extra}")
+
+
+def machinery(model: Path, *, repeats: int, n_tokens: int, threads: int, log: Log) -> str:
+    """Streaming whose cache holds every expert (100 % hits after warm-up) vs resident."""
+    total = sum(t.n_bytes for t in expert_tensors(model))
+    resident = Session.open(_config(model, threads, n_tokens))
+    streamed = Session.open(_config(model, threads, n_tokens, moe_stream=True,
+                                    cache_mb=math.ceil(total / MIB) + 1))
+    try:
+        _generate(resident, n_tokens)
+        _generate(streamed, n_tokens)  # warm-up: every routed expert is now cached
+        runs: dict[str, list[ArmRun]] = {"resident": [], "streamed": []}
+        for i in range(repeats):
+            for arm in (("resident", "streamed") if i % 2 == 0 else ("streamed", "resident")):
+                runs[arm].append(_generate(resident if arm == "resident" else streamed, n_tokens))
+            log(f"machinery {i + 1}/{repeats}: resident {runs['resident'][-1].tok_s:.2f} tok/s, "
+                f"streamed {runs['streamed'][-1].tok_s:.2f} tok/s")
+        hit = streamed.streaming.streamer.counters().hit_pct
+    finally:
+        streamed.close()
+        resident.close()
+    ratio = paired_ratio_ci([r.seconds for r in runs["resident"]],
+                            [r.seconds for r in runs["streamed"]])
+    return _ratio_line("stream machinery", ratio, f"(streamed/resident tok/s; goal >= 0.95) "
+                       f"resident_tok_s={_rate(runs['resident']):.2f} "
+                       f"streamed_tok_s={_rate(runs['streamed']):.2f} hit_pct={hit:.1f}")
+
+
+def bigger_than_memory(model: Path, *, leave_mib: int, floor_mb: int, repeats: int,
+                       n_tokens: int, threads: int, log: Log) -> str:
+    """RAM held below the model's size: streaming with an auto cache vs plain mmap."""
+    facts = read_model_facts(model)
+    runs: dict[str, list[ArmRun]] = {"mmap": [], "streamed": []}
+    budget_mib = -1.0
+    with Balloon(leave_mib * MIB) as balloon:
+        log(f"memory: balloon holds {balloon.size / MIB:.0f} MiB; model is "
+            f"{facts.file_size / MIB:.0f} MiB, about {leave_mib} MiB left available")
+        for i in range(repeats):
+            for arm in (("mmap", "streamed") if i % 2 == 0 else ("streamed", "mmap")):
+                drop_from_page_cache(model)
+                changes = ({"moe_stream": True, "cache_auto": True, "cache_floor_mb": floor_mb}
+                           if arm == "streamed" else {})
+                with Session.open(_config(model, threads, n_tokens, **changes)) as s:
+                    if s.streaming is not None:
+                        budget_mib = s.streaming.budget.mib
+                    runs[arm].append(_generate(s, n_tokens))
+            log(f"memory {i + 1}/{repeats}: mmap {runs['mmap'][-1].tok_s:.3f} tok/s, "
+                f"streamed {runs['streamed'][-1].tok_s:.3f} tok/s")
+    ratio = paired_ratio_ci([r.seconds for r in runs["mmap"]],
+                            [r.seconds for r in runs["streamed"]])
+    tails = " ".join(f"{arm}_p99/p50={_tail(rs):.2f}" for arm, rs in runs.items())
+    return _ratio_line("stream memory", ratio, f"(streamed/mmap tok/s; goal >= 3, streamed "
+                       f"p99/p50 < 2) mmap_tok_s={_rate(runs['mmap']):.3f} streamed_tok_s="
+                       f"{_rate(runs['streamed']):.3f} {tails} auto_cache_mib={budget_mib:.0f}")
+
+
+def io_efficiency(model: Path, *, lanes: int, repeats: int, n_tokens: int, threads: int,
+                  log: Log) -> str:
+    """The engine's read bandwidth (no cache, O_DIRECT) vs a standalone O_DIRECT benchmark."""
+    stride = int(np.median([t.expert_stride for t in expert_tensors(model)]))
+    engine_bw: list[float] = []
+    bench_bw: list[float] = []
+    with Session.open(_config(model, threads, n_tokens, moe_stream=True, io_threads=lanes)) as s:
+        if not s.streaming.streamer.counters().o_direct:
+            return "stream io: skipped (this file system refuses O_DIRECT)"
+        _generate(s, 4)
+        for i in range(repeats):
+            run = _generate(s, n_tokens)
+            engine_bw.append(run.read_bytes / (run.io_ms / 1e3))
+            bench_bw.append(native.iobench(str(model), read_size=stride, lanes=lanes,
+                                           total_bytes=run.read_bytes, seed=i))
+            log(f"io {i + 1}/{repeats}: engine {engine_bw[-1] / MIB:.0f} MiB/s, standalone "
+                f"{bench_bw[-1] / MIB:.0f} MiB/s ({stride / 1024:.0f} KiB reads, {lanes} lanes)")
+    ratio = paired_ratio_ci(engine_bw, bench_bw)
+    return _ratio_line("stream io", ratio, f"(engine/standalone O_DIRECT bandwidth; goal >= 0.8) "
+                       f"engine_mib_s={np.mean(engine_bw) / MIB:.0f} "
+                       f"standalone_mib_s={np.mean(bench_bw) / MIB:.0f} read_kib={stride / 1024:.0f}"
+                       f" lanes={lanes}")
+
+
+def _rate(runs: list[ArmRun]) -> float:
+    return sum(len(r.wall_ms) for r in runs) / sum(r.seconds for r in runs)
+
+
+def _tail(runs: list[ArmRun]) -> float:
+    walls = np.concatenate([r.wall_ms for r in runs])
+    return float(np.percentile(walls, 99) / np.percentile(walls, 50))
