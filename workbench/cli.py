@@ -1,4 +1,5 @@
-"""Headless commands: chat, inspect, make-model, bench. `python -m workbench --help` lists them."""
+"""`python -m workbench` opens the window; subcommands (chat, inspect, make-model, bench,
+screenshot, window) do the rest. `python -m workbench --help` lists them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ def build_parser() -> argparse.ArgumentParser:
     from workbench.cli_bench import add_bench_parser
     from workbench.cli_chat import add_chat_parser
     from workbench.cli_models import add_inspect_parser, add_make_model_parser
+    from workbench.cli_ui import add_bench_ui_parser, add_screenshot_parser, add_window_parser
 
     parser = argparse.ArgumentParser(
         prog="python -m workbench",
@@ -22,14 +24,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_inspect_parser(sub)
     add_make_model_parser(sub)
     add_bench_parser(sub)
+    add_bench_ui_parser(sub.choices["bench"])
+    add_window_parser(sub)
+    add_screenshot_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if not args_list:
-        # Until the window exists, the default is an interactive chat on the embedded model.
-        args_list = ["chat"]
+        # The default is the window, on the embedded model, ready to chat.
+        args_list = ["window"]
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # llama.cpp's own warnings (load quirks, cache notes) are for -v, not for every chat.
     logging.getLogger("workbench.llama").setLevel(logging.ERROR)

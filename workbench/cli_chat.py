@@ -184,7 +184,7 @@ def format_perf(s: RunSummary, threads: int) -> str:
     return "\n".join(lines)
 
 
-def streaming_banner(session) -> str:  # noqa: ANN001 - Session, imported lazily
+def streaming_banner(session) -> str:
     info = session.streaming.info
     return (
         f"expert streaming on: {info.budget.explanation}; {info.lanes} I/O lanes, "

@@ -226,7 +226,7 @@ def test_per_token_streaming_telemetry_is_consistent(model):
 
 
 def test_streaming_a_dense_model_is_refused_with_a_message(embedded_model_path):
-    with pytest.raises(SessionError, match="dense model.*Turn streaming off"):
+    with pytest.raises(SessionError, match=r"dense model.*Turn streaming off"):
         Session.open(Config(model=str(embedded_model_path), moe_stream=True, n_threads=2))
 
 
@@ -244,7 +244,7 @@ def test_an_architecture_the_streamer_does_not_know_is_refused(model, monkeypatc
     from workbench.moe import registry
 
     monkeypatch.setattr(registry, "STREAMABLE_ARCHS", frozenset({"some-other-moe"}))
-    with pytest.raises(SessionError, match="does not know yet.*Turn streaming off"):
+    with pytest.raises(SessionError, match=r"does not know yet.*Turn streaming off"):
         Session.open(_config(model, moe_stream=True))
 
 

@@ -169,8 +169,8 @@ def io_efficiency(model: Path, *, lanes: int, repeats: int, n_tokens: int, threa
     ratio = paired_ratio_ci(engine_bw, bench_bw)
     return _ratio_line("stream io", ratio, f"(engine/standalone O_DIRECT bandwidth; goal >= 0.8) "
                        f"engine_mib_s={np.mean(engine_bw) / MIB:.0f} "
-                       f"standalone_mib_s={np.mean(bench_bw) / MIB:.0f} read_kib={stride / 1024:.0f}"
-                       f" lanes={lanes}")
+                       f"standalone_mib_s={np.mean(bench_bw) / MIB:.0f} "
+                       f"read_kib={stride / 1024:.0f} lanes={lanes}")
 
 
 def _rate(runs: list[ArmRun]) -> float:

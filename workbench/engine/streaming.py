@@ -22,7 +22,6 @@ from workbench.moe.native import AbortFlag
 from workbench.moe.registry import check_streamable
 from workbench.moe.streamer import ExpertStreamer, StreamCounters
 
-
 DENSE_PROBE_EVERY = 8  # tokens between two dense-residency samples
 
 

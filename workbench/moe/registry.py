@@ -10,8 +10,8 @@ from __future__ import annotations
 
 STREAMABLE_ARCHS: frozenset[str] = frozenset({
     "qwen3moe", "qwen2moe", "qwen35moe", "qwen3next", "gpt-oss", "gemma4", "lfm2moe", "olmoe",
-    "granitemoe", "granitehybrid", "deepseek2", "glm4moe", "mixtral", "llama4", "dots1", "ernie4_5-moe",
-    "bailingmoe", "bailingmoe2", "hunyuan-moe", "arcee", "smallthinker", "grovemoe",
+    "granitemoe", "granitehybrid", "deepseek2", "glm4moe", "mixtral", "llama4", "dots1",
+    "ernie4_5-moe", "bailingmoe", "bailingmoe2", "hunyuan-moe", "smallthinker", "grovemoe",
 })
 
 

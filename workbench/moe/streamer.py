@@ -57,7 +57,8 @@ class ExpertStreamer:
         params = native.StreamerParams(lanes, int(o_direct), budget_bytes, int(trace))
         ptr = self._lib.wb_streamer_new(paths, len(shards), params)
         if not ptr:
-            raise StreamerError(f"cannot open the model for streaming: {native.last_error(self._lib)}")
+            reason = native.last_error(self._lib)
+            raise StreamerError(f"cannot open the model for streaming: {reason}")
         self._ptr: int | None = ptr
         self._shard_index = {str(p): i for i, p in enumerate(shards)}
 
