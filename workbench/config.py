@@ -156,7 +156,7 @@ SETTINGS: tuple[Setting, ...] = (
             "request", metavar="TEXT", requires=_CHAT),
     # Streaming: load-time; inert (and not validated) while streaming is off.
     Setting("moe_stream", "bool", False, "Stream experts", "Streaming",
-            "Read each token's routed experts from disk instead of holding all in memory (MoE only)",
+            "Read each token's routed experts from disk instead of holding them all (MoE only)",
             "load"),
     Setting("cache_mb", "int", 0, "Expert cache", "Streaming",
             "Memory for recently routed experts; below one token's expert demand it hits nothing",
@@ -424,7 +424,8 @@ def check_reply_fits_context(cfg: Config) -> list[Problem]:
 
 # Run in order; a later task appends its rules (streaming) here.
 def check_one_cache_size(cfg: Config) -> list[Problem]:
-    if not (cfg.moe_stream and cfg.cache_auto and isinstance(cfg.cache_mb, int) and cfg.cache_mb > 0):
+    fixed = isinstance(cfg.cache_mb, int) and cfg.cache_mb > 0
+    if not (cfg.moe_stream and cfg.cache_auto and fixed):
         return []
     return [Problem("cache_mb", f"cache_mb={cfg.cache_mb} and cache_auto both size the expert "
                     "cache: set cache_mb to 0 to size it automatically, or turn cache_auto off")]

@@ -15,21 +15,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench import __version__
-from workbench.config import Config, validate
+from workbench.config import Config, signature, validate
 from workbench.engine import llama
 from workbench.engine.chat.fallback import fallback_template
 from workbench.engine.chat.history import assistant_history_message, find_divergence
-from workbench.engine.chat.reasoning import (
-    ReasoningParser,
-    detect_reasoning_format,
-    parser_for_prompt,
+from workbench.engine.chat.template import ChatTemplate
+from workbench.engine.chat.think import ThinkControl, probe_think_control
+from workbench.engine.kv_memory import KvMemory
+from workbench.engine.metrics import RunInfo, TokenMetrics
+from workbench.engine.model_setup import (
+    SessionError,
+    build_run_info,
+    default_model,
+    expert_override,
+    load_failure_message,
 )
-from workbench.engine.chat.template import ChatTemplate, TemplateError
-from workbench.engine.chat.think import ThinkControl, no_think_prefill, probe_think_control
-from workbench.engine.metrics import RunInfo, RunSummary, TokenMetrics
-from workbench.engine.model_identity import model_identity
-from workbench.engine.probes import PAGE_MIB, MemoryProbe, counters
+from workbench.engine.probes import MemoryProbe, counters
+from workbench.engine.prompt import Message, Prompt, PromptBuilder
 from workbench.engine.requests import (
     GenerateRequest,
     GenerateResult,
@@ -39,10 +41,13 @@ from workbench.engine.requests import (
 )
 from workbench.engine.sinks import Sink
 from workbench.engine.streaming import StreamingRuntime
+from workbench.engine.token_row import token_row, turn_summary
 from workbench.moe.layout import ModelFacts, ModelFileError, read_model_facts
 from workbench.moe.native import AbortFlag
 from workbench.moe.registry import NotStreamableError
 from workbench.moe.streamer import StreamerError
+
+__all__ = ["Session", "SessionError"]
 
 log = logging.getLogger("workbench.session")
 
@@ -50,23 +55,15 @@ OnToken = Callable[[TokenEvent], None]
 OnPrefill = Callable[[PrefillProgress], None]
 
 
-class SessionError(RuntimeError):
-    """Opening failed; the message says what happened and what to do."""
-
-
 @dataclass(slots=True)
 class _Turn:
-    """State of one generate() call that must be rolled back if it does not complete."""
+    """One generate() call: what must be rolled back if it does not complete."""
 
     index: int
-    n_common: int
-    tokens: list[int]
-    user_message: dict[str, str] | None
-    prompt_text: str  # what was fed after BOS (rendered template, prefill included), or raw text
-    started_ns: int
+    prompt: Prompt
     n_predict: int
-    think: bool
-    parser: ReasoningParser
+    started_ns: int
+    n_common: int = 0  # prompt tokens reused from the KV memory
     generated: list[str] = field(default_factory=list)  # decoded pieces, as fed to the KV
     utf8: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -83,15 +80,15 @@ class Session:
         self.think_control = ThinkControl.TEMPLATE
         self.template_origin = "none (raw text)"
         self.load_seconds = 0.0
-        self.history: list[dict[str, str]] = []
-        self.kv_tokens: list[int] = []  # exactly the tokens the KV memory holds, in order
+        self.history: list[Message] = []
         self._model: llama.Model | None = None
         self._ctx: llama.Context | None = None
+        self._kv: KvMemory | None = None
         self._sampler: llama.Sampler | None = None
         self._abort: AbortFlag | None = None
         self._streaming: StreamingRuntime | None = None
-        self._trace_routing = False
         self._template: ChatTemplate | None = None
+        self._prompts: PromptBuilder | None = None
         self._sink: Sink | None = None
         self._memory = MemoryProbe()
         self._cancel = threading.Event()
@@ -114,41 +111,42 @@ class Session:
     ) -> Session:
         """Validate, load the model and create the context. Raises SessionError.
 
+        `progress` gets the load fraction and may return False to cancel the load.
         `trace_routing` records every layer's routed experts while streaming (tests, replay)."""
         problems = validate(config)
         if problems:
             raise SessionError("; ".join(p.message for p in problems))
         self = cls()
         self._sink = sink
-        self._trace_routing = trace_routing
         started = time.perf_counter()
-        path = Path(config.model) if config.model else _default_model()
+        path = Path(config.model) if config.model else default_model()
         try:
             self.facts = read_model_facts(path)
         except ModelFileError as exc:
             raise SessionError(str(exc)) from exc
         self.config = config.replace(model=str(path))
         try:
-            self._load(path, progress)
+            self._load(path, progress, trace_routing)
         except BaseException:
             self.close()
             raise
         self.load_seconds = time.perf_counter() - started
-        self.run_info = self._build_run_info(path)
+        self.run_info = build_run_info(path, self._model, self.facts, self.config,
+                                       self._template is not None, self._resolved_settings())
         return self
 
-    def _load(self, path: Path, progress: Callable[[float], bool] | None) -> None:
+    def _load(self, path: Path, progress: Callable[[float], bool] | None, trace: bool) -> None:
         cfg = self.config
-        overrides = _expert_override(cfg, self.facts)
+        overrides = expert_override(cfg, self.facts)
         if cfg.moe_stream:
             try:
-                self._streaming = StreamingRuntime(cfg, self.facts, trace=self._trace_routing)
+                self._streaming = StreamingRuntime(cfg, self.facts, trace=trace)
             except (NotStreamableError, StreamerError) as exc:
                 raise SessionError(str(exc)) from exc
         try:
             self._model = llama.Model(path, llama.ModelParams(kv_overrides_int=overrides), progress)
         except llama.LlamaError as exc:
-            raise SessionError(_load_failure_message(path, self.facts, str(exc))) from exc
+            raise SessionError(load_failure_message(path, self.facts, str(exc))) from exc
         n_batch = min(cfg.n_batch, cfg.n_ctx)
         try:
             self._ctx = llama.Context(
@@ -161,6 +159,7 @@ class Session:
             )
         except llama.LlamaError as exc:
             raise SessionError(str(exc)) from exc
+        self._kv = KvMemory(self._ctx)
         self._abort = AbortFlag()
         self._abort.install(self._ctx.ptr)
         if self._streaming is not None:
@@ -169,19 +168,22 @@ class Session:
             except (RuntimeError, StreamerError) as exc:
                 raise SessionError(f"expert streaming could not start: {exc}") from exc
         if cfg.chat_template:
-            source = self._model.chat_template()
-            self.template_origin = "model file"
-            if not source:
-                source, name = fallback_template(self.facts.arch)
-                self.template_origin = f"built-in {name} (the model file has none)"
-                log.info("%s has no chat template; using the built-in %s template", path.name, name)
-            self._template = ChatTemplate(
-                source=source,
-                bos_token=self._model.token_text(self._model.bos),
-                eos_token=self._model.token_text(self._model.eos),
-            )
+            self._template = self._chat_template(path)
             self.think_control = probe_think_control(self._template)
+        self._prompts = PromptBuilder(self._model, self._template, self.think_control)
         self._rebuild_sampler()
+
+    def _chat_template(self, path: Path) -> ChatTemplate:
+        model = self._model
+        assert model is not None
+        source = model.chat_template()
+        self.template_origin = "model file"
+        if not source:
+            source, name = fallback_template(self.facts.arch)
+            self.template_origin = f"built-in {name} (the model file has none)"
+            log.info("%s has no chat template; using the built-in %s template", path.name, name)
+        return ChatTemplate(source=source, bos_token=model.token_text(model.bos),
+                            eos_token=model.token_text(model.eos))
 
     def close(self) -> None:
         """Free everything, in order: sampler, context, streamer, abort flag, model. Idempotent.
@@ -192,6 +194,7 @@ class Session:
             if obj is not None:
                 obj.close()
         self._sampler = self._ctx = self._streaming = self._abort = self._model = None
+        self._kv = None
         self._memory.close()
 
     def __enter__(self) -> Session:
@@ -200,7 +203,7 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ---- settings ---------------------------------------------------------------------------
+    # ---- state and settings -----------------------------------------------------------------
 
     @property
     def chat_mode(self) -> bool:
@@ -210,19 +213,10 @@ class Session:
     def n_ctx(self) -> int:
         return self._ctx.n_ctx if self._ctx else 0
 
-    def apply_request_settings(self, config: Config) -> None:
-        """Adopt per-request settings; load-time ones need a new session (see config.signature)."""
-        from workbench.config import signature
-
-        if signature(config.replace(model=self.config.model)) != signature(self.config):
-            raise SessionError("load-time settings changed: open a new session to apply them")
-        problems = validate(config)
-        if problems:
-            raise SessionError("; ".join(p.message for p in problems))
-        self.config = config.replace(model=self.config.model)
-        self._rebuild_sampler()
-        self.run_info.settings = self._resolved_settings()
-        self._run_info_sent = False
+    @property
+    def kv_tokens(self) -> list[int]:
+        """Exactly the tokens the KV memory holds, in order."""
+        return self._kv.tokens if self._kv else []
 
     @property
     def streaming(self) -> StreamingRuntime | None:
@@ -233,6 +227,18 @@ class Session:
         """Things the user should know about this session's settings (e.g. the cache cliff)."""
         return list(self._streaming.warnings) if self._streaming else []
 
+    def apply_request_settings(self, config: Config) -> None:
+        """Adopt per-request settings; load-time ones need a new session (see config.signature)."""
+        if signature(config.replace(model=self.config.model)) != signature(self.config):
+            raise SessionError("load-time settings changed: open a new session to apply them")
+        problems = validate(config)
+        if problems:
+            raise SessionError("; ".join(p.message for p in problems))
+        self.config = config.replace(model=self.config.model)
+        self._rebuild_sampler()
+        self.run_info.settings = self._resolved_settings()
+        self._run_info_sent = False
+
     def set_cache_budget_mib(self, mib: float) -> None:
         """Resize the expert cache of an open session (between generations)."""
         if self._streaming is None:
@@ -241,6 +247,19 @@ class Session:
             self._streaming.set_budget_mib(mib)
         except StreamerError as exc:
             raise SessionError(str(exc)) from exc
+
+    def set_history(self, messages: list[Message]) -> None:
+        """Replace the conversation (e.g. another branch); the matching KV prefix is kept."""
+        self.history = [dict(m) for m in messages]
+
+    def reset_conversation(self) -> None:
+        """New chat: forget the history and the KV state (the sampler restarts its seed)."""
+        self.history.clear()
+        self._kv_text = ""
+        if self._kv is not None:
+            self._kv.clear()
+        if self._sampler is not None:
+            self._sampler.reset()
 
     def _rebuild_sampler(self) -> None:
         if self._sampler is not None:
@@ -251,6 +270,16 @@ class Session:
             self._sampler = llama.Sampler(
                 temp=cfg.temp, top_k=cfg.top_k, top_p=cfg.top_p, seed=cfg.seed
             )
+
+    def _resolved_settings(self) -> dict[str, object]:
+        """Every setting as it is in force: automatic and fallback choices resolved."""
+        settings = self.config.to_dict()
+        if self._streaming is not None:
+            info = self._streaming.info
+            settings["cache_mb"] = round(info.budget.mib) if info.budget.enabled else 0
+            settings["o_direct"] = info.o_direct
+            settings["io_threads"] = info.lanes
+        return settings
 
     # ---- generation -------------------------------------------------------------------------
 
@@ -266,7 +295,7 @@ class Session:
         on_token: OnToken | None = None,
         on_prefill: OnPrefill | None = None,
     ) -> GenerateResult:
-        assert self._ctx is not None and self._model is not None, "session is closed"
+        assert self._kv is not None and self._prompts is not None, "session is closed"
         self._cancel.clear()
         self._abort.clear()  # type: ignore[union-attr]
         started_ns = time.perf_counter_ns()
@@ -282,50 +311,24 @@ class Session:
                                   error=f"{self._streaming.failed}. Reopen the model to continue.")
         n_predict = request.n_predict if request.n_predict is not None else self.config.n_predict
         think = request.think if request.think is not None else self.config.think
-        notes: list[str] = []
-        tokens, user_message, prompt_text = self._prompt_tokens(request.text, think, notes)
-        if len(tokens) + n_predict > self.n_ctx:
+        prompt = self._prompts.build(self.history, request.text, think=think,
+                                     system_prompt=self.config.system_prompt)
+        if len(prompt.tokens) + n_predict > self.n_ctx:
             return _rejected(
-                f"The conversation needs {len(tokens)} prompt tokens plus {n_predict} tokens to "
-                f"generate, which is more than the context of {self.n_ctx} tokens. Start a new "
-                "chat, ask for fewer tokens, or reopen the model with a larger context size."
+                f"The conversation needs {len(prompt.tokens)} prompt tokens plus {n_predict} "
+                f"tokens to generate, which is more than the context of {self.n_ctx} tokens. "
+                "Start a new chat, ask for fewer tokens, or reopen the model with a larger "
+                "context size."
             )
-        turn = _Turn(
-            index=self._turn_index, n_common=0, tokens=tokens, user_message=user_message,
-            prompt_text=prompt_text, started_ns=started_ns, n_predict=n_predict, think=think,
-            parser=self._new_parser(think, prompt_text),
-        )
-        reprefill_reason = self._reprefill_reason(prompt_text)
-        turn.n_common = self._reuse_prefix(tokens)
+        turn = _Turn(index=self._turn_index, prompt=prompt, n_predict=n_predict,
+                     started_ns=started_ns)
+        reprefill_reason = self._reprefill_reason(prompt.text)
+        turn.n_common = self._kv.reuse_prefix(prompt.tokens)
         result = self._run_turn(turn, on_token, on_prefill)
-        result.notes.extend(notes)
+        result.notes.extend(prompt.notes)
         result.reprefill_reason = reprefill_reason
         self._turn_index += 1
         return result
-
-    def set_history(self, messages: list[dict[str, str]]) -> None:
-        """Replace the conversation (e.g. another branch); the matching KV prefix is kept."""
-        self.history = [dict(m) for m in messages]
-
-    def reset_conversation(self) -> None:
-        """New chat: forget the history and the KV state (the sampler restarts its seed)."""
-        self.history.clear()
-        self.kv_tokens.clear()
-        self._kv_text = ""
-        self._ctx.clear()  # type: ignore[union-attr]
-        if self._sampler is not None:
-            self._sampler.reset()
-
-    def _new_parser(self, think: bool, prompt_text: str) -> ReasoningParser:
-        prefilled = self._template is not None and not think and (
-            self.think_control is ThinkControl.PREFILL
-        )
-        if prefilled or self._template is None:
-            # A prefilled no-think prompt already closed the reasoning span (and raw text has
-            # none): the stream is the answer.
-            return ReasoningParser(detect_reasoning_format(None))
-        # Starts inside reasoning when the prompt left a span open (e.g. ends with "<think>").
-        return parser_for_prompt(detect_reasoning_format(self._template), prompt_text)
 
     def _reprefill_reason(self, prompt_text: str) -> str:
         """Why the new prompt does not extend what the KV holds ("" when it does)."""
@@ -337,67 +340,15 @@ class Session:
         )
         return divergence.reason if divergence else ""
 
-    def _prompt_tokens(
-        self, text: str, think: bool, notes: list[str]
-    ) -> tuple[list[int], dict[str, str] | None, str]:
-        model = self._model
-        assert model is not None
-        if self._template is None:
-            return model.tokenize(text, add_special=True, parse_special=True), None, text
-        user_message = {"role": "user", "content": text}
-        messages = [*self.history, user_message]
-        if self.config.system_prompt:
-            messages.insert(0, {"role": "system", "content": self.config.system_prompt})
-        try:
-            rendered = self._template.render(
-                messages, add_generation_prompt=True, enable_thinking=think
-            )
-        except TemplateError as exc:
-            notes.append(str(exc))  # says that this turn goes to the model as plain text
-            return model.tokenize(text, add_special=True, parse_special=True), None, text
-        if not think and self.think_control is ThinkControl.PREFILL:
-            rendered += no_think_prefill(self._template)
-        # The template may write BOS itself; tokenize without specials and add it exactly once.
-        bos_text = self._template.bos_token
-        had_bos = bool(bos_text) and rendered.startswith(bos_text)
-        if had_bos:
-            rendered = rendered[len(bos_text):]
-        tokens = model.tokenize(rendered, add_special=False, parse_special=True)
-        if had_bos or model.add_bos:
-            tokens.insert(0, model.bos)
-        return tokens, user_message, rendered
-
-    def _reuse_prefix(self, tokens: list[int]) -> int:
-        """Keep the longest common prefix in the KV memory; returns how many tokens are reused."""
-        ctx = self._ctx
-        assert ctx is not None
-        n_common = 0
-        limit = min(len(self.kv_tokens), len(tokens) - 1)  # always decode >= 1 prompt token
-        while n_common < limit and self.kv_tokens[n_common] == tokens[n_common]:
-            n_common += 1
-        if n_common < len(self.kv_tokens):
-            if not ctx.seq_rm(n_common, -1):
-                # Some memories (sliding-window attention) refuse a partial removal.
-                ctx.clear()
-                n_common = 0
-            del self.kv_tokens[n_common:]
-        return n_common
-
     def _rollback(self, turn: _Turn) -> None:
         """Undo a cancelled turn: the KV holds only what it held before this turn."""
-        ctx = self._ctx
-        assert ctx is not None
-        if not ctx.seq_rm(turn.n_common, -1):
-            ctx.clear()
-            turn.n_common = 0
-        del self.kv_tokens[turn.n_common:]
+        turn.n_common = self._kv.truncate(turn.n_common)  # type: ignore[union-attr]
         # The KV may now hold less than that text: better no explanation than a wrong one.
         self._kv_text = ""
 
     def _discard_state(self) -> None:
         """After a decode failure nothing in the KV can be trusted: the next turn starts clean."""
-        self._ctx.clear()  # type: ignore[union-attr]
-        self.kv_tokens.clear()
+        self._kv.clear()  # type: ignore[union-attr]
         self._kv_text = ""
 
     def _streaming_failure(self) -> str:
@@ -412,18 +363,14 @@ class Session:
         assert ctx is not None
         return self._sampler.sample(ctx) if self._sampler is not None else ctx.argmax()
 
-    def _run_turn(
-        self, turn: _Turn, on_token: OnToken | None, on_prefill: OnPrefill | None
-    ) -> GenerateResult:
-        ctx, model = self._ctx, self._model
-        assert ctx is not None and model is not None
-        suffix = turn.tokens[turn.n_common:]
-        total = len(suffix)
-        # ---- prefill, in n_batch chunks (each chunk is also a cancel point) -------------------
-        prefill_start = time.perf_counter_ns()
+    def _prefill(self, turn: _Turn, on_prefill: OnPrefill | None) -> GenerateResult | None:
+        """Decode the prompt suffix in n_batch chunks; a result when the turn ends here."""
+        ctx, kv = self._ctx, self._kv
+        assert ctx is not None and kv is not None
+        suffix = turn.prompt.tokens[turn.n_common:]
         done = 0
-        while done < total:
-            if self._cancel.is_set():
+        while done < len(suffix):
+            if self._cancel.is_set():  # each chunk is a cancel point; the abort flag works inside
                 self._rollback(turn)
                 return GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
             chunk = suffix[done: done + ctx.n_batch]
@@ -442,24 +389,45 @@ class Session:
                     error=f"Reading the prompt failed (llama_decode returned {rc}). The cached "
                     "conversation state was discarded; send the message again to retry.",
                 )
-            self.kv_tokens.extend(chunk)
+            kv.append(chunk)
             done += len(chunk)
             if on_prefill is not None:
-                on_prefill(PrefillProgress(done=done, total=total))
+                on_prefill(PrefillProgress(done=done, total=len(suffix)))
+        return None
+
+    def _decode_failure(self, rc: int, step: int) -> tuple[StopReason, str]:
+        if self._abort is not None and self._abort.fatal:
+            return StopReason.ERROR, self._streaming_failure()
+        if rc == llama.DECODE_ABORTED or self._cancel.is_set():
+            return StopReason.STOPPED, ""
+        return StopReason.ERROR, (
+            f"Generation failed at token {step + 1} (llama_decode returned {rc}). The answer is "
+            "incomplete and was not added to the conversation; the cached state was discarded, "
+            "so the next message re-reads the conversation from the start."
+        )
+
+    def _run_turn(
+        self, turn: _Turn, on_token: OnToken | None, on_prefill: OnPrefill | None
+    ) -> GenerateResult:
+        ctx, model, kv = self._ctx, self._model, self._kv
+        assert ctx is not None and model is not None and kv is not None
+        prefill_start = time.perf_counter_ns()
+        ended = self._prefill(turn, on_prefill)
+        if ended is not None:
+            return ended
         prefill_end = time.perf_counter_ns()
-        # ---- generation ------------------------------------------------------------------------
+        n_prefilled = len(turn.prompt.tokens) - turn.n_common
+        # ---- generation: one decode per token, nothing but llama_decode in the bracket --------
+        parser, memory = turn.prompt.parser, self._memory
+        streaming, sink = self._streaming, self._sink
         rows: list[TokenMetrics] = []
         tok = self._pick_token()
         ttft_ns = time.perf_counter_ns() - turn.started_ns
         prev_end = prefill_end
-        stop = StopReason.LENGTH
-        error = ""
-        memory = self._memory
-        streaming = self._streaming
+        stop, error = StopReason.LENGTH, ""
         if streaming is not None:
             streaming.start_generation()
-        step = 0
-        while step < turn.n_predict:
+        while len(rows) < turn.n_predict:
             if model.is_eog(tok):
                 stop = StopReason.EOS
                 break
@@ -472,46 +440,23 @@ class Session:
             t1 = time.perf_counter_ns()
             after = counters()
             if rc != 0:
-                if self._abort is not None and self._abort.fatal:
-                    stop = StopReason.ERROR
-                    error = self._streaming_failure()
-                elif rc == llama.DECODE_ABORTED or self._cancel.is_set():
-                    stop = StopReason.STOPPED
-                else:
-                    stop = StopReason.ERROR
-                    error = (
-                        f"Generation failed at token {step + 1} (llama_decode returned {rc}). "
-                        "The answer is incomplete and was not added to the conversation; the "
-                        "cached state was discarded, so the next message re-reads the "
-                        "conversation from the start."
-                    )
+                stop, error = self._decode_failure(rc, len(rows))
                 break
-            step += 1
-            self.kv_tokens.append(tok)
-            mem = memory.sample()
+            kv.append([tok])
             piece = model.token_to_piece(tok)
             text_piece = turn.utf8.decode(piece)
             turn.generated.append(text_piece)
-            delta = turn.parser.feed(text_piece)
-            wall_ms = (t1 - t0) / 1e6
-            majflt = after.majflt - before.majflt
-            row = TokenMetrics(
-                step=step, steps=turn.n_predict, turn=turn.index, wall_ms=wall_ms,
-                cpu_ms=(after.cpu_ns - before.cpu_ns) / 1e6, majflt=majflt,
-                majflt_mib=majflt * PAGE_MIB, loop_overhead_ms=(t0 - prev_end) / 1e6,
-                rss_mib=mem.rss_mib, rss_anon_mib=mem.rss_anon_mib, rss_file_mib=mem.rss_file_mib,
-                swap_mib=mem.swap_mib, mem_available_mib=mem.mem_available_mib,
-                mem_free_mib=mem.mem_free_mib, swap_free_mib=mem.swap_free_mib,
-                compute_ms=wall_ms,  # no streaming: all of the decode is compute
-                token_id=tok, piece=piece.decode("utf-8", errors="replace"),
-                text=delta.answer if delta else (rows[-1].text if rows else ""),
-                reasoning=delta.reasoning if delta else (rows[-1].reasoning if rows else ""),
+            delta = parser.feed(text_piece)
+            row = token_row(
+                step=len(rows) + 1, steps=turn.n_predict, turn=turn.index, token=tok, piece=piece,
+                t0_ns=t0, t1_ns=t1, prev_end_ns=prev_end, before=before, after=after,
+                memory=memory.sample(), delta=delta, previous=rows[-1] if rows else None,
             )
             if streaming is not None:
                 streaming.fill(row)
             rows.append(row)
-            if self._sink is not None:
-                self._sink.on_token(row)
+            if sink is not None:
+                sink.on_token(row)
             if on_token is not None:
                 on_token(TokenEvent(
                     metrics=row,
@@ -520,118 +465,39 @@ class Session:
                     reset=delta.reset if delta else False,
                 ))
             prev_end = t1
-            if step < turn.n_predict:
+            if len(rows) < turn.n_predict:
                 tok = self._pick_token()
         end_ns = time.perf_counter_ns()
         tail = turn.utf8.decode(b"", final=True)
         if tail:
-            turn.parser.feed(tail)
-        final = turn.parser.finish()
-        result = GenerateResult(
-            ok=stop is not StopReason.ERROR, stop_reason=stop, text=final.answer,
-            reasoning=final.reasoning, error=error,
+            parser.feed(tail)
+        final = parser.finish()
+        result = GenerateResult(ok=stop is not StopReason.ERROR, stop_reason=stop,
+                                text=final.answer, reasoning=final.reasoning, error=error)
+        result.summary = turn_summary(
+            turn=turn.index, rows=rows, stop_reason=stop.value, n_prefilled=n_prefilled,
+            n_reused=turn.n_common, n_past=len(kv.tokens), n_ctx=self.n_ctx,
+            load_seconds=self.load_seconds, prefill_ns=prefill_end - prefill_start,
+            ttft_ns=ttft_ns, tail_ns=end_ns - prev_end,
         )
-        result.summary = self._summary(turn, rows, stop, prefill_end - prefill_start, ttft_ns,
-                                       end_ns - prev_end, total)
         if streaming is not None:
             streaming.fill_summary(result.summary)
-        if self._sink is not None:
-            self._sink.on_summary(result.summary)
+        if sink is not None:
+            sink.on_summary(result.summary)
         if stop is StopReason.STOPPED:
             self._rollback(turn)
         elif stop is StopReason.ERROR:
             self._discard_state()
-        elif turn.user_message is not None:
+        elif turn.prompt.user_message is not None:
             assert self._template is not None
-            self.history.append(turn.user_message)
+            self.history.append(turn.prompt.user_message)
             self.history.append(
                 assistant_history_message(final.reasoning, final.answer, self._template)
             )
-            self._kv_text = turn.prompt_text + "".join(turn.generated)
+            self._kv_text = turn.prompt.text + "".join(turn.generated)
             self._kv_text_had_reasoning = bool(final.reasoning)
         return result
-
-    def _summary(
-        self, turn: _Turn, rows: list[TokenMetrics], stop: StopReason, prefill_ns: int,
-        ttft_ns: int, tail_ns: int, n_prefilled: int,
-    ) -> RunSummary:
-        n = len(rows)
-        gen_seconds = sum(r.wall_ms for r in rows) / 1e3
-        overhead_s = (sum(r.loop_overhead_ms for r in rows) / 1e3) + tail_ns / 1e9
-        return RunSummary(
-            turn=turn.index, n_generated=n, gen_seconds=gen_seconds, n_prompt=n_prefilled,
-            n_reused=turn.n_common, n_past=len(self.kv_tokens), n_ctx=self.n_ctx,
-            load_seconds=self.load_seconds, prefill_seconds=prefill_ns / 1e9,
-            ttft_seconds=ttft_ns / 1e9,
-            majflt_per_token=sum(r.majflt for r in rows) / n if n else -1.0,
-            cpu_s_per_token=sum(r.cpu_ms for r in rows) / 1e3 / n if n else -1.0,
-            loop_overhead_s_per_token=overhead_s / n if n else -1.0,
-            stop_reason=stop.value,
-        )
-
-    def _build_run_info(self, path: Path) -> RunInfo:
-        model = self._model
-        assert model is not None
-        facts = self.facts
-        return RunInfo(
-            engine_version=__version__,
-            llama_cpp_python_version=llama.llama_cpp_python_version(),
-            model=model_identity(path),
-            arch=facts.arch,
-            n_layer=model.n_layer,
-            n_expert=facts.n_expert,
-            n_expert_used=self.config.n_expert_used or facts.n_expert_used,
-            n_vocab=model.n_vocab,
-            n_ctx_train=model.n_ctx_train,
-            chat_template=self._template is not None,
-            settings=self._resolved_settings(),
-        )
-
-    def _resolved_settings(self) -> dict[str, object]:
-        """Every setting as it is in force: automatic and fallback choices resolved."""
-        settings = self.config.to_dict()
-        if self._streaming is not None:
-            info = self._streaming.info
-            settings["cache_mb"] = round(info.budget.mib) if info.budget.enabled else 0
-            settings["o_direct"] = info.o_direct
-            settings["io_threads"] = info.lanes
-        return settings
-
-
-def _expert_override(cfg: Config, facts: ModelFacts) -> tuple[tuple[str, int], ...]:
-    """The kv override that makes the graph route fewer experts (validated against the file)."""
-    if cfg.n_expert_used <= 0:
-        return ()
-    if not facts.is_moe:
-        raise SessionError(
-            f"Active experts was set to {cfg.n_expert_used}, but {facts.path.name} is not a MoE "
-            "model (it has no experts). Set it back to the model default (0)."
-        )
-    if cfg.n_expert_used > facts.n_expert:
-        raise SessionError(
-            f"Active experts was set to {cfg.n_expert_used}, but {facts.path.name} has only "
-            f"{facts.n_expert} experts per layer. Choose at most {facts.n_expert}."
-        )
-    return ((f"{facts.arch}.expert_used_count", cfg.n_expert_used),)
 
 
 def _rejected(message: str) -> GenerateResult:
     return GenerateResult(ok=False, stop_reason=StopReason.REJECTED, error=message)
-
-
-def _default_model() -> Path:
-    from workbench.embedded import default_model_path
-
-    return default_model_path()
-
-
-def _load_failure_message(path: Path, facts: ModelFacts, detail: str) -> str:
-    reasons = llama.recent_errors()
-    if any("unknown model architecture" in r for r in reasons):
-        return (
-            f"{path.name} is a GGUF for the architecture '{facts.arch}', which this llama.cpp "
-            f"(llama-cpp-python {llama.llama_cpp_python_version()}) does not know. Use a model "
-            "of a supported architecture, or update the workbench."
-        )
-    tail = f" llama.cpp said: {reasons[-1]}" if reasons else ""
-    return f"{detail}.{tail} Check that the file is a complete, supported GGUF model."
