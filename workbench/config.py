@@ -127,6 +127,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("chat_template", "bool", True, "Use chat template", "Model",
             "Wrap the conversation in the model's own chat template; off sends raw text",
             "load", false_aliases=("--raw",), renamed_from=("chatml",)),
+    Setting("chat_template_file", "str", "", "Chat template file", "Model",
+            "A Jinja chat template to use instead of the model's own (e.g. for a file that lacks "
+            "one)", "load", special=(("", "the model's own"),), metavar="PATH",
+            requires=_CHAT),
     # Sampling: per request. Greedy (temp 0) is reproducible and ignores the other knobs.
     Setting("temp", "float", 0.0, "Temperature", "Sampling",
             "How adventurous sampling is; 0 (greedy) takes the likeliest token, reproducibly",
@@ -204,6 +208,7 @@ class Config:
     n_ubatch: int = _default("n_ubatch")
     n_threads: int = _default("n_threads")
     chat_template: bool = _default("chat_template")
+    chat_template_file: str = _default("chat_template_file")
     temp: float = _default("temp")
     top_k: int = _default("top_k")
     top_p: float = _default("top_p")

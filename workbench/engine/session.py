@@ -178,6 +178,16 @@ class Session:
         assert model is not None
         source = model.chat_template()
         self.template_origin = "model file"
+        if self.config.chat_template_file:
+            template_path = Path(self.config.chat_template_file)
+            try:
+                source = template_path.read_text()
+            except OSError as exc:
+                raise SessionError(
+                    f"cannot read the chat template {template_path}: {exc.strerror}. Choose "
+                    "another file, or clear the setting to use the model's own template."
+                ) from exc
+            self.template_origin = f"file {template_path.name}"
         if not source:
             source, name = fallback_template(self.facts.arch)
             self.template_origin = f"built-in {name} (the model file has none)"
