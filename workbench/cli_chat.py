@@ -79,14 +79,21 @@ def _interactive(session, progress: bool) -> int:
 def _turn(session, request: GenerateRequest, progress: bool) -> GenerateResult:
     printer = _StreamPrinter(sys.stdout, sys.stderr if progress else None)
     box: dict[str, GenerateResult] = {}
-    worker = threading.Thread(
-        target=lambda: box.setdefault("r", session.generate(request, on_token=printer.on_token)),
-        name="engine", daemon=True,
-    )
-    worker.start()
-    while worker.is_alive():
+    done = threading.Event()
+
+    def work() -> None:
         try:
-            worker.join(0.1)
+            box["r"] = session.generate(request, on_token=printer.on_token)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="engine", daemon=True).start()
+    # Wait on an Event, not Thread.join: a KeyboardInterrupt inside join() can mark a thread that
+    # is still running as finished (CPython 3.11, bpo-45274 follow-up), and the model would then
+    # be freed under a live decode.
+    while not done.is_set():
+        try:
+            done.wait(0.1)
         except KeyboardInterrupt:
             session.cancel()
             print("\n[stopping]", file=sys.stderr)

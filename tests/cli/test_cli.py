@@ -65,3 +65,20 @@ def test_inspect_embedded_model(embedded_model_path):
     info = _cli("inspect", str(embedded_model_path))
     assert info.returncode == 0, info.stderr
     assert "gemma3" in info.stdout
+
+
+def test_ctrl_c_stops_the_answer_not_the_program(embedded_model_path):
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "chat", "-m", str(embedded_model_path), "-t", "2",
+         "-n", "3000", "-p", "Tell me a very long story."],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    proc.stdout.read(20)  # the answer is streaming
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "[stopped]" in out and "[stopping]" in err
+    assert "stop: stopped" in err and "Traceback" not in err

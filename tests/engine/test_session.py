@@ -172,3 +172,23 @@ def test_synthetic_moe_runs_raw_and_chat(tiny_moe_path, open_session):
     assert raw.run_info.n_expert > 0 and raw.run_info.arch == "qwen3moe"
     chat = open_session(model=str(tiny_moe_path), n_predict=8, n_ctx=256)
     assert chat.chat_mode and _gen(chat, "hi").ok
+
+
+def test_close_during_a_generation_stops_it_first_and_frees_nothing_under_it(
+    embedded_model_path, open_session
+):
+    s = open_session(model=str(embedded_model_path), n_predict=2000)
+    started = threading.Event()
+    box = {}
+
+    def work() -> None:
+        box["r"] = s.generate(GenerateRequest(text=Q1), on_token=lambda e: started.set())
+
+    t = threading.Thread(target=work)
+    t.start()
+    assert started.wait(60)
+    s.close()  # cancels, waits for the decode loop, then frees
+    t.join(60)
+    assert not t.is_alive() and box["r"].stop_reason is StopReason.STOPPED
+    after = _gen(s, Q2)
+    assert not after.ok and "closed" in after.error

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import re
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -78,10 +79,19 @@ def _log_callback(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
     # Routed into logging instead of stderr; llama.cpp logs rarely once a model is loaded, so
     # this Python callback never sits on the per-token path.
     message = text.decode("utf-8", errors="replace").rstrip()
-    if message:
-        log.log(_LOG_LEVELS.get(level, logging.DEBUG), message)
-        if level == _GGML_LOG_LEVEL_ERROR:
-            _recent_errors.append(message)
+    if not message:
+        return
+    if level == _GGML_LOG_LEVEL_ERROR and _ABORTED.search(message):
+        # A requested stop surfaces as errors in llama.cpp's log (status 1 = GGML_STATUS_ABORTED,
+        # llama_decode 2 = aborted); the session reports the stop itself.
+        log.debug(message)
+        return
+    log.log(_LOG_LEVELS.get(level, logging.DEBUG), message)
+    if level == _GGML_LOG_LEVEL_ERROR:
+        _recent_errors.append(message)
+
+
+_ABORTED = re.compile(r"(failed with error 1|compute status: 1|failed to decode, ret = 2)$")
 
 
 _GGML_LOG_LEVEL_ERROR = 4

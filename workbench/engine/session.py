@@ -92,6 +92,7 @@ class Session:
         self._sink: Sink | None = None
         self._memory = MemoryProbe()
         self._cancel = threading.Event()
+        self._busy = threading.Lock()  # held by generate(); close() waits for it
         self._turn_index = 0
         self._run_info_sent = False
         # Text the KV memory holds after the last completed chat turn (to explain re-prefills).
@@ -128,7 +129,7 @@ class Session:
         try:
             self._load(path, progress, trace_routing)
         except BaseException:
-            self.close()
+            self._free()
             raise
         self.load_seconds = time.perf_counter() - started
         self.run_info = build_run_info(path, self._model, self.facts, self.config,
@@ -199,7 +200,13 @@ class Session:
         """Free everything, in order: sampler, context, streamer, abort flag, model. Idempotent.
 
         The streamer goes after the context (which calls into it) and before the model (whose
-        tensors it rebound and now restores)."""
+        tensors it rebound and now restores). Called while a generation runs on another thread,
+        it cancels that generation and waits for it: nothing is freed under a live decode."""
+        self.cancel()
+        with self._busy:
+            self._free()
+
+    def _free(self) -> None:
         for obj in (self._sampler, self._ctx, self._streaming, self._abort, self._model):
             if obj is not None:
                 obj.close()
@@ -305,7 +312,15 @@ class Session:
         on_token: OnToken | None = None,
         on_prefill: OnPrefill | None = None,
     ) -> GenerateResult:
-        assert self._kv is not None and self._prompts is not None, "session is closed"
+        with self._busy:
+            return self._generate(request, on_token, on_prefill)
+
+    def _generate(
+        self, request: GenerateRequest, on_token: OnToken | None, on_prefill: OnPrefill | None
+    ) -> GenerateResult:
+        if self._kv is None or self._prompts is None:
+            return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
+                                  error="The model was closed: open it again to continue.")
         self._cancel.clear()
         self._abort.clear()  # type: ignore[union-attr]
         started_ns = time.perf_counter_ns()
