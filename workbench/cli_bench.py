@@ -20,6 +20,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     overhead.add_argument("--repeats", type=int, default=5)
     overhead.add_argument("--warmup", type=int, default=1)
     overhead.set_defaults(run=run_overhead_cmd)
+    add_matrix_parser(kinds)
 
     stream = kinds.add_parser(
         "stream", help="expert streaming: machinery overhead, bigger than memory, I/O efficiency"
@@ -79,4 +80,75 @@ def run_stream_cmd(args: argparse.Namespace) -> int:
             return 2
         log(lines[-1])
     print("\n".join(lines))
+    return 0
+
+
+def add_matrix_parser(kinds: argparse._SubParsersAction) -> None:
+    matrix = kinds.add_parser(
+        "matrix", help="named presets over a prompt set, interleaved; prints the compare table",
+        description="Run every preset (an arm) over the prompt set: a warm-up per arm, then "
+        "repeats in interleaved order, one metrics CSV per run, then the compare table. The "
+        "settings flags below are the base every preset overrides (default: 256 tokens, greedy, "
+        "raw text).",
+    )
+    matrix.add_argument("--preset", action="append", default=[], metavar="NAME=key=value,...",
+                        help="an arm: a name and the settings it overrides (repeatable)")
+    matrix.add_argument("--preset-file", action="append", default=[], metavar="FILE",
+                        help='presets as JSON: {"name": {"setting": value, ...}} (repeatable)')
+    matrix.add_argument("--prompts", metavar="FILE",
+                        help="prompts, one a line (default: resources/prompts/default.txt)")
+    matrix.add_argument("--repeats", type=int, default=5, help="measured runs per arm (5)")
+    matrix.add_argument("--no-warmup", dest="warmup", action="store_false",
+                        help="skip the unmeasured warm-up run of each arm")
+    matrix.add_argument("--order", choices=("abab", "abba", "shuffle"), default="abab",
+                        help="arm order within each repeat (abab)")
+    matrix.add_argument("--order-seed", type=int, default=0, help="seed of --order shuffle (0)")
+    matrix.add_argument("--fresh-process", action="store_true",
+                        help="run every run in its own Python process")
+    matrix.add_argument("--cold", action="store_true",
+                        help="drop the model file from the page cache before every run")
+    matrix.add_argument("--trim", type=int, default=0, metavar="N",
+                        help="leave the first N tokens of every turn out of the table (0)")
+    matrix.add_argument("-o", "--out", type=Path, metavar="DIR",
+                        help="output directory (default: a new one under the data directory)")
+    add_arguments(matrix)
+    matrix.set_defaults(run=run_matrix_cmd)
+
+
+def run_matrix_cmd(args: argparse.Namespace) -> int:
+    import time
+
+    from workbench.bench.arms import (
+        DEFAULT_PROMPTS,
+        ArmError,
+        load_preset_file,
+        parse_preset,
+        read_prompts,
+    )
+    from workbench.bench.matrix import MatrixError, MatrixPlan, default_base, run_matrix
+    from workbench.paths import data_dir
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    out = args.out or data_dir() / "bench" / time.strftime("matrix-%Y%m%d-%H%M%S")
+    try:
+        presets = [parse_preset(text) for text in args.preset]
+        for path in args.preset_file:
+            presets += load_preset_file(path)
+        plan = MatrixPlan(
+            presets, read_prompts(args.prompts or DEFAULT_PROMPTS), out,
+            base=config_from_args(args, default_base()), repeats=args.repeats,
+            warmup=args.warmup, order=args.order, seed=args.order_seed,
+            fresh_process=args.fresh_process, cold=args.cold, trim=args.trim,
+        )
+        result = run_matrix(plan, log=log)
+    except (ArmError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except MatrixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(result.text, end="")
+    log(f"{len(result.runs)} metrics files, matrix.json and compare.txt in {out}")
     return 0

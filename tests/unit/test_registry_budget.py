@@ -9,9 +9,9 @@ from workbench.moe.registry import NotStreamableError, check_streamable
 
 
 def test_dense_and_unknown_architectures_are_refused_with_what_to_do():
-    with pytest.raises(NotStreamableError, match="dense model.*Turn streaming off"):
+    with pytest.raises(NotStreamableError, match=r"dense model.*Turn streaming off"):
         check_streamable("gemma3", 0, "g.gguf")
-    with pytest.raises(NotStreamableError, match="'newmoe'.*does not know"):
+    with pytest.raises(NotStreamableError, match=r"'newmoe'.*does not know"):
         check_streamable("newmoe", 64, "n.gguf")
     check_streamable("qwen3moe", 128, "q.gguf")  # known MoE: fine
 

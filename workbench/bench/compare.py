@@ -29,7 +29,8 @@ from workbench.bench.stats import (
     block_length,
     finite,
     interval_from_draws,
-    paired_bootstrap_draws,
+    pooled_draws,
+    repeat_counts,
 )
 
 __all__ = [
@@ -111,12 +112,19 @@ def group_runs(runs: Sequence[RunFigures], labels: Sequence[str] | None = None) 
 
 
 def compare(
-    runs: Sequence[RunFigures], *, group: bool = True, **options: float
+    runs: Sequence[RunFigures],
+    *,
+    group: bool = True,
+    resamples: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+    min_repeats: int = MIN_REPEATS,
 ) -> CompareTable:
     """Group runs into arms (or one arm per run when `group` is False) and compare them."""
     arms = (group_runs(runs) if group
             else [Arm(_letters(i), [run]) for i, run in enumerate(runs)])
-    return compare_arms(arms, **options)  # type: ignore[arg-type]
+    return compare_arms(arms, resamples=resamples, level=level, seed=seed,
+                        min_repeats=min_repeats)
 
 
 # ---- intervals -------------------------------------------------------------------------------
@@ -126,16 +134,19 @@ def _ratio(num: float, den: float) -> float:
     return num / den if math.isfinite(num) and math.isfinite(den) and den != 0 else math.nan
 
 
+def _parts(arm: Arm, figure: Figure) -> list[np.ndarray]:
+    return [r.values(figure) for r in arm.runs]
+
+
 def _draws(
     arm: Arm, figure: Figure, rng: np.random.Generator, resamples: int, min_repeats: int
 ) -> np.ndarray | None:
     """Bootstrap distribution of the arm's figure, or None where no interval can be drawn."""
     runs = arm.runs
     if len(runs) >= min_repeats:
-        return paired_bootstrap_draws(
-            len(runs), lambda idx: pooled_estimate([runs[i] for i in idx], figure),
-            resamples=resamples, seed=rng)
-    measured = [m for m in (finite(r.values(figure)) for r in runs) if m.size]
+        counts = repeat_counts(len(runs), resamples, rng)
+        return pooled_draws(_parts(arm, figure), counts, figure.reduce, figure.q)
+    measured = [m for m in (finite(p) for p in _parts(arm, figure)) if m.size]
     if figure.kind == "token" and measured:
         return block_bootstrap_draws(measured, figure.stat, resamples=resamples, seed=rng)
     if figure.kind == "turn" and sum(m.size for m in measured) >= 2:
@@ -148,11 +159,11 @@ def _draws(
 def _paired_ratio_draws(
     first: Arm, other: Arm, figure: Figure, rng: np.random.Generator, resamples: int
 ) -> np.ndarray:
-    def ratio(idx: np.ndarray) -> float:
-        return _ratio(pooled_estimate([other.runs[i] for i in idx], figure),
-                      pooled_estimate([first.runs[i] for i in idx], figure))
-
-    return paired_bootstrap_draws(len(first.runs), ratio, resamples=resamples, seed=rng)
+    """One count matrix for both arms: repeat i of each is drawn together."""
+    counts = repeat_counts(len(first.runs), resamples, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (pooled_draws(_parts(other, figure), counts, figure.reduce, figure.q)
+                / pooled_draws(_parts(first, figure), counts, figure.reduce, figure.q))
 
 
 def _interval(estimate: float, draws: np.ndarray | None, level: float) -> Interval | None:
@@ -210,14 +221,15 @@ def _methods(arms: list[Arm], min_repeats: int) -> list[str]:
             how = f"bootstrap across the {n} repeats"
         else:
             blocks = sorted({block_length(r.n_tokens) for r in arm.runs if r.n_tokens})
-            size = "/".join(str(b) for b in blocks) or "-"
+            size = "/".join(str(b) for b in blocks)
             how = (f"block bootstrap within each run (blocks of {size} tokens; TTFT over "
-                   "turns; none for the hit rate, which is cumulative)")
+                   "turns; none for the hit rate, which is cumulative)" if blocks
+                   else "no decode tokens to resample")
         by_method.setdefault(how, []).append(arm.label)
     for arm in arms[1:]:
-        how = (f"ratio: paired bootstrap across {len(arm.runs)} repeats"
+        how = (f"paired bootstrap across {len(arm.runs)} repeats"
                if _paired(arms[0], arm, min_repeats)
-               else "ratio: independent bootstraps of the two arms")
+               else "independent bootstraps of the two arms")
         by_method.setdefault(how, []).append(f"{arm.label}/{arms[0].label}")
     return [f"{', '.join(labels)}: {how}" for how, labels in by_method.items()]
 

@@ -16,7 +16,7 @@ from typing import Literal
 
 import numpy as np
 
-from workbench.bench.stats import Stat, percentile_stat, rate_stat
+from workbench.bench.stats import Reduce, Stat, reduce_stat
 from workbench.engine.csv_format import MetricsFile, column, read_metrics_csv
 
 MIB = 1 << 20
@@ -31,19 +31,24 @@ class Figure:
     unit: str
     series: str  # a RunFigures.series key
     kind: Literal["token", "turn", "run"]  # what one value of the series is
-    stat: Stat
+    reduce: Reduce  # over all values of an arm's runs pooled together
     better: Literal["higher", "lower"]
+    q: float = 50.0  # the percentile, for reduce="percentile"
+
+    @property
+    def stat(self) -> Stat:
+        return reduce_stat(self.reduce, self.q)
 
 
 FIGURES: tuple[Figure, ...] = (
-    Figure("tok_s", "decode rate", "tok/s", "wall_ms", "token", rate_stat, "higher"),
-    Figure("median_ms", "median", "ms/token", "wall_ms", "token", np.median, "lower"),
-    Figure("p95_ms", "p95", "ms/token", "wall_ms", "token", percentile_stat(95), "lower"),
-    Figure("p99_ms", "p99", "ms/token", "wall_ms", "token", percentile_stat(99), "lower"),
-    Figure("ttft_s", "TTFT", "s", "ttft_s", "turn", np.mean, "lower"),
-    Figure("read_mib", "read", "MiB/token", "read_mib", "token", np.mean, "lower"),
-    Figure("hit_pct", "cache hit", "%", "hit_pct", "run", np.mean, "higher"),
-    Figure("faults", "major faults", "/token", "majflt", "token", np.mean, "lower"),
+    Figure("tok_s", "decode rate", "tok/s", "wall_ms", "token", "rate", "higher"),
+    Figure("median_ms", "median", "ms/token", "wall_ms", "token", "percentile", "lower", 50),
+    Figure("p95_ms", "p95", "ms/token", "wall_ms", "token", "percentile", "lower", 95),
+    Figure("p99_ms", "p99", "ms/token", "wall_ms", "token", "percentile", "lower", 99),
+    Figure("ttft_s", "TTFT", "s", "ttft_s", "turn", "mean", "lower"),
+    Figure("read_mib", "read", "MiB/token", "read_mib", "token", "mean", "lower"),
+    Figure("hit_pct", "cache hit", "%", "hit_pct", "run", "mean", "higher"),
+    Figure("faults", "major faults", "/token", "majflt", "token", "mean", "lower"),
 )
 FIGURE_BY_KEY = {f.key: f for f in FIGURES}
 

@@ -4,7 +4,8 @@ Per-token times are autocorrelated (warm-up, eviction bursts, throttling), so an
 them gives intervals that are too narrow. Within a run we resample circular blocks of consecutive
 tokens (the moving-block bootstrap); across repeats we resample whole repeats, keeping the arms of
 one repeat together when a ratio is wanted (the paired bootstrap). Intervals are percentile
-intervals of the bootstrap distribution.
+intervals of the bootstrap distribution. Resampling whole repeats is done with counts (how often
+each repeat is drawn) rather than copies, so it stays vectorized too.
 
 A statistic is any callable ``stat(samples, axis=-1)`` that reduces the last axis (``np.mean``,
 ``np.median``, ``percentile_stat(95)``, ``rate_stat``): resamples are evaluated as 2-D arrays, one
@@ -20,6 +21,7 @@ from typing import Literal
 import numpy as np
 
 Stat = Callable[..., "np.ndarray | float"]
+Reduce = Literal["mean", "rate", "percentile"]
 
 # Rows of resampled indices built at once: bounds memory to ~32 MB whatever the series length.
 _CHUNK_ELEMENTS = 4_000_000
@@ -84,6 +86,17 @@ def rate_stat(x: np.ndarray, axis: int = -1) -> np.ndarray | float:
     return 1000.0 / np.mean(x, axis=axis)
 
 
+def reduce_stat(reduce: Reduce, q: float = 50.0) -> Stat:
+    """The statistic a reduction names ("mean", "rate", "percentile" with q)."""
+    if reduce == "mean":
+        return np.mean
+    if reduce == "rate":
+        return rate_stat
+    if reduce == "percentile":
+        return percentile_stat(q)
+    raise ValueError(f"unknown reduction {reduce!r}")
+
+
 def finite(series: Sequence[float] | np.ndarray) -> np.ndarray:
     """The series as floats without NaN and infinities (unmeasured values are NaN by then)."""
     x = np.asarray(series, dtype=float).ravel()
@@ -129,14 +142,17 @@ def block_indices(
     moving blocks under-sample both ends of the series.
     """
     n_blocks = -(-n // block)
-    starts = rng.integers(0, n, size=(count, n_blocks))
-    idx = (starts[:, :, None] + np.arange(block)) % n
+    block = min(block, n)
+    starts = rng.integers(0, n, size=(count, n_blocks), dtype=np.int32)
+    idx = starts[:, :, None] + np.arange(block, dtype=np.int32)
+    idx[idx >= n] -= n  # wrap; cheaper than a modulo over every index
     return idx.reshape(count, n_blocks * block)[:, :n]
 
 
-def _chunks(resamples: int, width: int) -> list[int]:
+def _row_chunks(resamples: int, width: int) -> list[tuple[int, int]]:
+    """(first row, row count) pairs that keep each chunk near _CHUNK_ELEMENTS values."""
     per = max(1, _CHUNK_ELEMENTS // max(1, width))
-    return [min(per, resamples - start) for start in range(0, resamples, per)]
+    return [(start, min(per, resamples - start)) for start in range(0, resamples, per)]
 
 
 def block_bootstrap_draws(
@@ -160,7 +176,7 @@ def block_bootstrap_draws(
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     width = sum(p.size for p in parts)
     out: list[np.ndarray] = []
-    for count in _chunks(resamples, width):
+    for _, count in _row_chunks(resamples, width):
         pieces = [p[block_indices(p.size, block or block_length(p.size), count, rng)]
                   for p in parts]
         sample = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=1)
@@ -210,23 +226,61 @@ def aggregate_rate_ci(
     return moving_block_bootstrap(wall_ms_series, rate_stat, block, resamples, level, seed)
 
 
-def paired_bootstrap_draws(
-    n_pairs: int,
-    statistic: Callable[[np.ndarray], float],
-    *,
-    resamples: int = 2000,
-    seed: int | np.random.Generator = 0,
-) -> np.ndarray:
-    """Bootstrap distribution of `statistic(indices)` over resampled pair indices.
+def repeat_counts(n_repeats: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """How often each repeat is drawn in each resample of whole repeats: (resamples, n_repeats).
 
-    The caller's statistic applies the same indices to every arm, which is what keeps a repeat's
-    arms together (see `paired_ratio_ci` for the sum-over-sum case).
+    One count matrix applied to two arms is the paired bootstrap: repeat i of both arms is drawn
+    together, so a machine state both arms shared cancels in their ratio.
     """
-    if n_pairs < 1:
-        raise ValueError("need at least one pair")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    idx = rng.integers(0, n_pairs, size=(resamples, n_pairs))
-    return np.array([statistic(row) for row in idx], dtype=float)
+    if n_repeats < 1:
+        raise ValueError("need at least one repeat")
+    idx = rng.integers(0, n_repeats, size=(resamples, n_repeats))
+    return (idx[:, :, None] == np.arange(n_repeats)).sum(axis=1)
+
+
+def pooled_draws(
+    parts: Sequence[Sequence[float] | np.ndarray],
+    counts: np.ndarray,
+    reduce: Reduce,
+    q: float = 50.0,
+) -> np.ndarray:
+    """The statistic of the pooled values of each resample of whole repeats, without copying.
+
+    Resample i holds every value of repeat r `counts[i, r]` times. `reduce` is "mean", "rate"
+    (1000 x values / sum, tokens per second from ms) or "percentile" (q, 0..100; the same linear
+    interpolation np.percentile applies to the copied values). NaN where a resample has no values.
+    """
+    parts = [finite(p) for p in parts]
+    sizes = np.array([p.size for p in parts], dtype=float)
+    sums = np.array([p.sum() for p in parts], dtype=float)
+    counts = np.asarray(counts, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if reduce == "mean":
+            return (counts @ sums) / (counts @ sizes)
+        if reduce == "rate":
+            return 1000.0 * (counts @ sizes) / (counts @ sums)
+    if reduce != "percentile":
+        raise ValueError(f"unknown reduction {reduce!r}")
+    values = np.concatenate(parts)
+    out = np.full(counts.shape[0], np.nan)
+    if not values.size:
+        return out
+    order = np.argsort(values, kind="stable")
+    sorted_values = values[order]
+    owner = np.repeat(np.arange(len(parts)), sizes.astype(int))[order]
+    last = values.size - 1
+    for start, count in _row_chunks(counts.shape[0], values.size):
+        rows = slice(start, start + count)
+        cum = np.cumsum(counts[rows][:, owner], axis=1)  # copies up to each sorted value
+        total = cum[:, -1]
+        h = (total - 1) * q / 100.0
+        low = np.floor(h)
+        # The k-th (0-based) copied value is the first sorted value whose cum exceeds k.
+        i_low = np.minimum((cum <= low[:, None]).sum(axis=1), last)
+        i_high = np.minimum((cum <= low[:, None] + 1).sum(axis=1), last)
+        v_low, v_high = sorted_values[i_low], sorted_values[i_high]
+        out[rows] = np.where(total > 0, v_low + (h - low) * (v_high - v_low), np.nan)
+    return out
 
 
 # ---- the correlate view ----------------------------------------------------------------------

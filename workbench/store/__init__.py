@@ -1,0 +1,36 @@
+"""Storage for the workbench window: conversations as message trees, runs, presets (SQLite).
+
+Qt-free; see store.py for the threading rule.
+"""
+
+from workbench.store.records import (
+    ROLES,
+    STATUSES,
+    Conversation,
+    Message,
+    NotFound,
+    Preset,
+    Run,
+    SearchHit,
+    Siblings,
+)
+from workbench.store.schema import SCHEMA_VERSION, SchemaTooNew
+from workbench.store.stats_line import format_stats_line
+from workbench.store.store import Store, default_path
+
+__all__ = [
+    "ROLES",
+    "SCHEMA_VERSION",
+    "STATUSES",
+    "Conversation",
+    "Message",
+    "NotFound",
+    "Preset",
+    "Run",
+    "SchemaTooNew",
+    "SearchHit",
+    "Siblings",
+    "Store",
+    "default_path",
+    "format_stats_line",
+]

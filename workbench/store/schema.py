@@ -1,0 +1,197 @@
+"""The database file: connection settings, the schema as numbered migrations, transactions.
+
+Every public Store method runs in one short transaction and commits, so a process killed at any
+moment leaves the file at the last committed write (WAL journal). synchronous=NORMAL in WAL
+mode survives a killed process; only a power cut can lose the last few commits, never corrupt.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+# Step N brings the file from version N-1 to N. Append, never edit a released step: files on
+# users' disks were made by the old text. Scripts may hold several statements (split below).
+MIGRATIONS: list[str] = [
+    # 1: conversations as message trees, runs with per-token rows, presets.
+    """
+    CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY,
+        title TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        active_leaf_id INTEGER REFERENCES messages(id) ON DELETE SET NULL,
+        deleted_at REAL
+    );
+    CREATE INDEX conversations_updated ON conversations(deleted_at, updated_at);
+
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+        content TEXT NOT NULL DEFAULT '',
+        reasoning TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL DEFAULT 'complete' CHECK (status IN
+            ('complete', 'streaming', 'stopped', 'interrupted', 'error', 'rejected')),
+        error TEXT NOT NULL DEFAULT '',
+        stats TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX messages_tree ON messages(conversation_id, parent_id);
+    CREATE INDEX messages_parent ON messages(parent_id);
+    CREATE INDEX messages_status ON messages(status);
+
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        message_id INTEGER REFERENCES messages(id) ON DELETE SET NULL,
+        created_at REAL NOT NULL,
+        label TEXT NOT NULL DEFAULT '',
+        settings TEXT NOT NULL DEFAULT '{}',
+        model TEXT NOT NULL DEFAULT '{}',
+        engine_version TEXT NOT NULL DEFAULT '',
+        info TEXT NOT NULL DEFAULT '{}',
+        summary TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX runs_message ON runs(message_id);
+    CREATE INDEX runs_created ON runs(created_at);
+
+    -- One row per generated token: the numeric TokenMetrics fields by name, plus the piece.
+    -- The cumulative text/reasoning fields are left out (they grow quadratically; the message
+    -- holds the final text).
+    CREATE TABLE run_tokens (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        turn INTEGER NOT NULL,
+        step INTEGER NOT NULL,
+        steps INTEGER NOT NULL,
+        wall_ms REAL NOT NULL,
+        cpu_ms REAL NOT NULL,
+        majflt INTEGER NOT NULL,
+        majflt_mib REAL NOT NULL,
+        loop_overhead_ms REAL NOT NULL,
+        rss_mib REAL NOT NULL,
+        rss_anon_mib REAL NOT NULL,
+        rss_file_mib REAL NOT NULL,
+        swap_mib REAL NOT NULL,
+        mem_available_mib REAL NOT NULL,
+        mem_free_mib REAL NOT NULL,
+        swap_free_mib REAL NOT NULL,
+        io_ms REAL NOT NULL,
+        mgmt_ms REAL NOT NULL,
+        stall_ms REAL NOT NULL,
+        compute_ms REAL NOT NULL,
+        read_bytes INTEGER NOT NULL,
+        cache_hit_pct REAL NOT NULL,
+        cache_budget_mib REAL NOT NULL,
+        dense_resident_frac REAL NOT NULL,
+        mtp_batch INTEGER NOT NULL,
+        mtp_draft_ms REAL NOT NULL,
+        drain_ms REAL NOT NULL,
+        adopt_ms REAL NOT NULL,
+        ra_issue_ms REAL NOT NULL,
+        ra_wd_ms REAL NOT NULL,
+        token_id INTEGER NOT NULL,
+        piece TEXT NOT NULL,
+        PRIMARY KEY (run_id, turn, step)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE presets (
+        name TEXT PRIMARY KEY,
+        settings TEXT NOT NULL DEFAULT '{}',
+        updated_at REAL NOT NULL
+    );
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class SchemaTooNew(RuntimeError):
+    """The file was written by a newer workbench; opening it here could damage it."""
+
+
+def connect(path: Path | str) -> sqlite3.Connection:
+    """Open (creating) the file with the settings every connection needs.
+
+    check_same_thread=False: the worker thread that uses the store may not be the one that
+    opened it. The Store is still used from one thread at a time (see store.py).
+    isolation_level=None: transactions are explicit (transaction() below), not implicit.
+    """
+    if str(path) != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=5000")  # another process (a second window) may write
+    return conn
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception.
+
+    IMMEDIATE takes the write lock up front, so a second writer waits (busy_timeout) instead of
+    failing half-way through.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def statements(script: str) -> list[str]:
+    """Split a script into statements; sqlite decides where one ends (triggers hold ';')."""
+    out: list[str] = []
+    pending = ""
+    chunks = script.split(";")
+    for i, chunk in enumerate(chunks):
+        # Put back the ';' split removed (the last chunk had none after it).
+        pending += chunk if i == len(chunks) - 1 else chunk + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\r\n;"):
+                out.append(pending.strip())
+            pending = ""
+    if any(line.strip() and not line.strip().startswith("--") for line in pending.splitlines()):
+        raise ValueError(f"incomplete SQL statement: {pending.strip()[:80]!r}")
+    return out
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version ("
+        " version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+    )
+    row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(conn: sqlite3.Connection, migrations: list[str] | None = None) -> int:
+    """Apply the steps the file lacks, each in its own transaction; returns the version.
+
+    Idempotent: a file already at the latest version is left alone.
+    """
+    steps = MIGRATIONS if migrations is None else migrations
+    with transaction(conn):
+        version = current_version(conn)
+    if version > len(steps):
+        raise SchemaTooNew(f"database schema version {version}, this build knows {len(steps)}")
+    for number in range(version + 1, len(steps) + 1):
+        with transaction(conn):
+            # Re-read under the write lock: another process may have migrated meanwhile.
+            if current_version(conn) >= number:
+                continue
+            for statement in statements(steps[number - 1]):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
+                (number, time.time()),
+            )
+    return len(steps)
