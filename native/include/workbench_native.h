@@ -116,10 +116,10 @@ WB_API void wb_streamer_set_abort_flag(struct wb_streamer * s, struct wb_abort_f
 WB_API int32_t wb_streamer_fatal(const struct wb_streamer * s, char * buf, size_t buf_size);
 
 // ---- yardstick -------------------------------------------------------------------------------
-// Random aligned O_DIRECT preads of read_size bytes on `lanes` threads until about total_bytes
-// were read; reports bytes and wall ns. Independent of the streamer's reader by design.
-WB_API int32_t wb_iobench(const char * path, uint64_t read_size, int32_t lanes, uint64_t total_bytes,
-                          uint64_t seed, uint64_t * bytes_out, uint64_t * ns_out);
+// O_DIRECT preads of the given byte ranges (each widened to 4 KiB boundaries) on `lanes` threads
+// pulling from one counter; reports bytes and wall ns. Independent of the streamer's reader.
+WB_API int32_t wb_iobench(const char * path, const uint64_t * offsets, const uint64_t * sizes,
+                          uint64_t n, int32_t lanes, uint64_t * bytes_out, uint64_t * ns_out);
 
 #ifdef __cplusplus
 }

@@ -1,13 +1,12 @@
 // A standalone O_DIRECT read benchmark: the yardstick for the streamer's read bandwidth.
-// Deliberately shares no code with the streamer's reader, so it measures the device, not us.
+// Deliberately shares no code with the streamer's reader, so it measures the device, not us: the
+// same byte ranges, the same number of threads, plain preads pulled from a shared counter.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -16,36 +15,32 @@
 #include "errors.h"
 #include "workbench_native.h"
 
-extern "C" int32_t wb_iobench(const char * path, uint64_t read_size, int32_t lanes, uint64_t total_bytes,
-                              uint64_t seed, uint64_t * bytes_out, uint64_t * ns_out) {
+extern "C" int32_t wb_iobench(const char * path, const uint64_t * offsets, const uint64_t * sizes,
+                              uint64_t n, int32_t lanes, uint64_t * bytes_out, uint64_t * ns_out) {
     return wb::guarded([&] {
         constexpr uint64_t kAlign = 4096;
-        const uint64_t size = (read_size + kAlign - 1) & ~(kAlign - 1);
-        struct stat st{};
-        if (::stat(path, &st) != 0 || static_cast<uint64_t>(st.st_size) < 2 * size) {
-            throw std::runtime_error(std::string("cannot use ") + path + " for the read benchmark");
-        }
-        const uint64_t slots = (static_cast<uint64_t>(st.st_size) - size) / kAlign;
-        const uint64_t per_lane = total_bytes / size / static_cast<uint64_t>(lanes > 0 ? lanes : 1) + 1;
-        std::atomic<uint64_t> bytes{0};
+        uint64_t widest = 0;
+        for (uint64_t i = 0; i < n; ++i) widest = sizes[i] > widest ? sizes[i] : widest;
+        const uint64_t buf_size = ((widest + 2 * kAlign) + kAlign - 1) & ~(kAlign - 1);
+        std::atomic<uint64_t> next{0}, bytes{0};
         std::atomic<bool> failed{false};
         std::vector<std::thread> threads;
         const auto start = std::chrono::steady_clock::now();
         for (int32_t lane = 0; lane < (lanes > 0 ? lanes : 1); ++lane) {
-            threads.emplace_back([&, lane] {
+            threads.emplace_back([&] {
                 const int fd = ::open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
                 void * buf = nullptr;
-                if (fd < 0 || posix_memalign(&buf, kAlign, size) != 0) {
+                if (fd < 0 || posix_memalign(&buf, kAlign, buf_size) != 0) {
                     failed = true;
                     if (fd >= 0) ::close(fd);
                     return;
                 }
-                std::mt19937_64 rng(seed + static_cast<uint64_t>(lane));
-                for (uint64_t i = 0; i < per_lane; ++i) {
-                    const off_t off = static_cast<off_t>((rng() % slots) * kAlign);
-                    const ssize_t n = ::pread(fd, buf, size, off);
-                    if (n <= 0) { failed = true; break; }
-                    bytes += static_cast<uint64_t>(n);
+                for (uint64_t i = next++; i < n; i = next++) {
+                    const uint64_t a = offsets[i] & ~(kAlign - 1);
+                    const uint64_t b = (offsets[i] + sizes[i] + kAlign - 1) & ~(kAlign - 1);
+                    const ssize_t got = ::pread(fd, buf, b - a, static_cast<off_t>(a));
+                    if (got <= 0) { failed = true; break; }
+                    bytes += static_cast<uint64_t>(got);
                 }
                 std::free(buf);
                 ::close(fd);

@@ -117,9 +117,20 @@ uint64_t FileSet::read_one(Lane & lane, const ReadJob & job) {
         if (got != job.size) throw std::runtime_error("short read: the model file is truncated");
         return got;
     }
-    // O_DIRECT wants aligned offset, length and buffer: read the aligned window, copy the middle.
+    // O_DIRECT wants aligned offset, length and buffer.
     const uint64_t start = align_down(job.offset);
     const uint64_t end = align_up(job.offset + job.size);
+    const auto dest_addr = reinterpret_cast<uint64_t>(job.dest);
+    if (job.spill_ok && (dest_addr - job.offset) % kAlign == 0) {
+        // The destination sits at the same place within its page as the data within the file:
+        // read the aligned window straight into memory, no copy. The bytes around the slice are
+        // the file's own bytes at those places, which the caller allowed us to write.
+        uint8_t * window = reinterpret_cast<uint8_t *>(align_down(dest_addr));
+        const uint64_t got = pread_full(lane.direct_fds[f], window, end - start, start);
+        if (got >= job.offset + job.size - start) return got;
+        // Past EOF: fall through to the bounce path, which finishes the tail buffered.
+    }
+    // Otherwise read the aligned window into the bounce buffer and copy the middle out.
     ensure_bounce(lane, static_cast<size_t>(end - start));
     uint64_t got = pread_full(lane.direct_fds[f], lane.bounce, end - start, start);
     if (got < job.offset + job.size - start) {

@@ -22,6 +22,9 @@ struct ReadJob {
     uint64_t offset;
     uint64_t size;
     uint8_t * dest;
+    // The caller owns the pages around dest and they mirror the file's layout, so an O_DIRECT
+    // window may be read straight into them (see FileSet::read_one).
+    bool spill_ok = false;
 };
 
 class FileSet {

@@ -77,7 +77,7 @@ Streamer::~Streamer() {
     for (auto & layer : layers_) {
         for (auto & p : layer.projs) {
             if (p.tensor != nullptr && p.original != nullptr) p.tensor->data = p.original;
-            if (lru_ && p.region != nullptr) munmap(p.region, p.stride * layer.n_expert);
+            if (lru_ && p.reservation != nullptr) munmap(p.reservation, p.stride * layer.n_expert + 2 * page_size());
         }
     }
     for (size_t i = 0; i < shared_slots_.size(); ++i) munmap(shared_slots_[i], shared_sizes_[i]);
@@ -161,25 +161,35 @@ void Streamer::activate() {
         entries += static_cast<size_t>(layer.n_expert);
     }
     if (entries == 0) throw std::runtime_error("no MoE expert tensors captured: is this a MoE model?");
+    // Every region gets a page of slack on each side and starts at the same offset within its
+    // page as the tensor's data within the file: O_DIRECT windows then land in place (no copy),
+    // and what they carry beyond a slice is the file's own neighbouring bytes.
+    const uint64_t ps = page_size();
     lru_ = params_.cache_budget_bytes >= 0;
     if (lru_) {
         budget_ = static_cast<uint64_t>(params_.cache_budget_bytes);
         for (auto & layer : layers_) {
-            for (auto & p : layer.projs) p.region = reserve(p.stride * layer.n_expert);
+            for (auto & p : layer.projs) {
+                p.reservation = reserve(p.stride * layer.n_expert + 2 * ps);
+                p.region = p.reservation + ps + p.offset % ps;
+            }
         }
     } else {
         // One slot per projection position, as wide as the widest layer: one layer computes at a
-        // time, so every layer can share it.
+        // time, so every layer can share it (each at its own offset within the first page).
         for (const auto & layer : layers_) {
             for (size_t k = 0; k < layer.projs.size(); ++k) {
                 if (shared_sizes_.size() <= k) shared_sizes_.resize(k + 1, 0);
-                const uint64_t size = layer.projs[k].stride * layer.n_expert;
+                const uint64_t size = layer.projs[k].stride * layer.n_expert + 2 * ps;
                 if (shared_sizes_[k] < size) shared_sizes_[k] = size;
             }
         }
         for (size_t size : shared_sizes_) shared_slots_.push_back(reserve(size));
         for (auto & layer : layers_) {
-            for (size_t k = 0; k < layer.projs.size(); ++k) layer.projs[k].region = shared_slots_[k];
+            for (size_t k = 0; k < layer.projs.size(); ++k) {
+                auto & p = layer.projs[k];
+                p.region = shared_slots_[k] + ps + p.offset % ps;
+            }
         }
     }
     valid_.assign(entries, 0);
@@ -312,7 +322,7 @@ void Streamer::load_layer(int il, const ggml_tensor * topk) {
         }
         for (auto & p : layer.projs) {
             const uint64_t at = p.stride * static_cast<uint64_t>(e);
-            jobs_.push_back({p.file, p.offset + at, p.stride, p.region + at});
+            jobs_.push_back({p.file, p.offset + at, p.stride, p.region + at, true});
             c_.requested_bytes += p.stride;
         }
     }

@@ -27,6 +27,7 @@ struct Projection {
     int32_t file = -1;         // shard index
     uint64_t offset = 0;       // absolute file offset of the tensor's data
     uint8_t * region = nullptr;  // memory the tensor is rebound to
+    uint8_t * reservation = nullptr;  // the mapping region lies in (LRU mode)
     void * original = nullptr;   // the mmap address llama.cpp gave it
 };
 

@@ -97,8 +97,8 @@ def _bind(lib: ctypes.CDLL) -> None:
         "wb_streamer_take_trace": ([c.c_void_p, c.POINTER(c.c_int32), c.c_int32], c.c_int32),
         "wb_streamer_set_abort_flag": ([c.c_void_p, c.c_void_p], None),
         "wb_streamer_fatal": ([c.c_void_p, c.c_char_p, c.c_size_t], c.c_int32),
-        "wb_iobench": ([c.c_char_p, c.c_uint64, c.c_int32, c.c_uint64, c.c_uint64,
-                        c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)], c.c_int32),
+        "wb_iobench": ([c.c_char_p, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64), c.c_uint64,
+                        c.c_int32, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)], c.c_int32),
     }
     for name, (argtypes, restype) in signatures.items():
         fn = getattr(lib, name)
@@ -265,10 +265,13 @@ class AbortFlag:
             self._ptr = None
 
 
-def iobench(path: str, *, read_size: int, lanes: int, total_bytes: int, seed: int = 0) -> float:
-    """Bandwidth in bytes/s of random aligned O_DIRECT preads (the streamer's yardstick)."""
+def iobench(path: str, ranges: list[tuple[int, int]], *, lanes: int) -> float:
+    """Bandwidth in bytes/s of O_DIRECT preads of `ranges` (offset, size) on `lanes` threads."""
     lib = load()
+    n = len(ranges)
+    offsets = (ctypes.c_uint64 * n)(*[r[0] for r in ranges])
+    sizes = (ctypes.c_uint64 * n)(*[r[1] for r in ranges])
     got, ns = ctypes.c_uint64(), ctypes.c_uint64()
-    check(lib.wb_iobench(path.encode(), read_size, lanes, total_bytes, seed, ctypes.byref(got),
+    check(lib.wb_iobench(path.encode(), offsets, sizes, n, lanes, ctypes.byref(got),
                          ctypes.byref(ns)), lib, "the O_DIRECT read benchmark")
     return got.value / (ns.value / 1e9)
