@@ -12,6 +12,7 @@ from collections.abc import Sequence
 def build_parser() -> argparse.ArgumentParser:
     from workbench.cli_bench import add_bench_parser
     from workbench.cli_chat import add_chat_parser
+    from workbench.cli_compare import add_compare_parser
     from workbench.cli_models import add_inspect_parser, add_make_model_parser
     from workbench.cli_ui import add_bench_ui_parser, add_screenshot_parser, add_window_parser
 
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_inspect_parser(sub)
     add_make_model_parser(sub)
     add_bench_parser(sub)
+    add_compare_parser(sub)
     add_bench_ui_parser(sub.choices["bench"])
     add_window_parser(sub)
     add_screenshot_parser(sub)

@@ -169,7 +169,7 @@ def io_efficiency(model: Path, *, lanes: int, repeats: int, n_tokens: int, threa
         if not streamer.counters().o_direct:
             return "stream io: skipped (this file system refuses O_DIRECT)"
 
-        def drop_prefill_loads(progress) -> None:  # noqa: ANN001
+        def drop_prefill_loads(progress) -> None:
             if progress.done == progress.total:
                 streamer.take_trace()
 
