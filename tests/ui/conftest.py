@@ -1,0 +1,102 @@
+"""Window fixtures: a qasync loop inside pytest-qt, a temp data dir, a window on the real model.
+
+The loop is created "already running": pytest-qt spins the Qt event loop (qtbot.waitUntil), and
+qasync runs asyncio callbacks from Qt's timers, so coroutines progress while a test waits on a
+condition. Tests never sleep; they wait for a state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+T = TypeVar("T")
+MODEL_WAIT_MS = 120_000  # loading and answering on a busy 2-core machine
+
+
+@pytest.fixture(autouse=True)
+def _sound_qt_binding(request: pytest.FixtureRequest) -> None:
+    """Qt tests fail with the reason, instead of aborting the run, on a broken binding."""
+    if "qtbot" not in request.fixturenames and "qapp" not in request.fixturenames:
+        return
+    from workbench.ui.qt_check import binding_problem
+
+    problem = binding_problem()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "data"
+    monkeypatch.setenv("WORKBENCH_DATA_DIR", str(path))
+    return path
+
+
+@pytest.fixture
+def aloop(qapp: Any) -> Iterator[asyncio.AbstractEventLoop]:
+    import qasync
+
+    loop = qasync.QEventLoop(qapp, already_running=True)
+    # A plain pool we can join at teardown (qasync's default QThreads outlive the test).
+    executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="test-pool")
+    loop.set_default_executor(executor)
+    asyncio.set_event_loop(loop)
+    yield loop
+    executor.shutdown(wait=True)
+    # Undo what qasync's already_running mode did (it uses the same private asyncio hooks), so
+    # later tests may call asyncio.run().
+    qapp.aboutToQuit.disconnect(loop._after_run_forever)
+    loop._after_run_forever()
+    asyncio.events._set_running_loop(None)
+    asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def run(qtbot: Any, aloop: asyncio.AbstractEventLoop) -> Callable[..., Any]:
+    """run(coro, timeout_ms) -> its result, with the Qt loop spinning meanwhile."""
+
+    def runner(coro: Awaitable[T], timeout: int = MODEL_WAIT_MS) -> T:
+        task = aloop.create_task(coro)  # type: ignore[arg-type]
+        qtbot.waitUntil(task.done, timeout=timeout)
+        return task.result()
+
+    return runner
+
+
+@pytest.fixture
+def model_config(embedded_model_path: Path) -> Any:
+    from workbench.config import Config
+
+    return Config().replace(model=str(embedded_model_path), n_threads=2, n_ctx=512,
+                            n_predict=16)
+
+
+@pytest.fixture
+def make_window(qtbot: Any, run: Callable[..., Any], data_dir: Path, model_config: Any
+                ) -> Iterator[Callable[..., Any]]:
+    """make_window(config=None, load=True, bridge=None) -> a shown QtMainWindow; shut down after."""
+    from workbench.store import default_path
+    from workbench.ui.bridge import EngineBridge
+    from workbench.ui.db_worker import AsyncStore
+    from workbench.ui.main_window import QtMainWindow
+
+    windows: list[QtMainWindow] = []
+
+    def factory(config: Any = None, load: bool = True, bridge: Any = None) -> QtMainWindow:
+        db = run(AsyncStore.open(default_path()))
+        window = QtMainWindow(bridge or EngineBridge(), db, config or model_config)
+        qtbot.addWidget(window)
+        window.show()
+        windows.append(window)
+        run(window.start(load_model=load))
+        return window
+
+    yield factory
+    for window in windows:
+        run(window.shutdown())

@@ -1,0 +1,80 @@
+"""The conversation list: open, search, rename, delete with undo, export, import."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+
+WAIT = 30_000
+
+
+def wait(qtbot, window, coro):
+    task = window.tasks.spawn(coro)
+    qtbot.waitUntil(task.done, timeout=WAIT)
+    return task.result()
+
+
+def seed(store) -> list[int]:
+    ids = []
+    for title, question, answer in (("Tea", "Why is tea green?", "Because of the leaves."),
+                                    ("Boats", "How do boats float?", "Buoyancy.")):
+        conv = store.create_conversation(title)
+        user = store.add_message(conv.id, None, "user", question)
+        store.add_message(conv.id, user.id, "assistant", answer, stats={"stop_reason": "eos"})
+        ids.append(conv.id)
+    return ids
+
+
+def test_open_search_rename(qtbot, make_window):
+    window = make_window(load=False)
+    tea, boats = wait(qtbot, window, window.db.call(seed))
+    wait(qtbot, window, window.conversations.refresh())
+    assert window.conversation_list.ids() == [boats, tea]  # newest first
+    window.conversation_list.list.itemClicked.emit(window.conversation_list.item_for(tea))
+    qtbot.waitUntil(lambda: window.chat.conversation_id == tea, timeout=WAIT)
+    assert [w.shown.content for w in window.chat_view.messages] == [
+        "Why is tea green?", "Because of the leaves."]
+    assert "finished" in window.chat_view.messages[-1].stats.text()
+
+    window.conversation_list.search.setText("buoyancy")
+    qtbot.waitUntil(lambda: window.conversation_list.ids() == [boats], timeout=WAIT)
+    assert "Buoyancy" in window.conversation_list.list.item(0).text()
+    window.conversation_list.search.clear()
+    qtbot.waitUntil(lambda: len(window.conversation_list.ids()) == 2, timeout=WAIT)
+
+    item = window.conversation_list.item_for(tea)
+    item.setText("Green tea")  # what an in-place edit does
+    qtbot.waitUntil(lambda: window.conversation_list.item_for(tea).text() == "Green tea",
+                    timeout=WAIT)
+    title = wait(qtbot, window, window.db.call(lambda s: s.get_conversation(tea).title))
+    assert title == "Green tea"
+
+
+def test_delete_offers_undo(qtbot, make_window):
+    window = make_window(load=False)
+    tea, boats = wait(qtbot, window, window.db.call(seed))
+    wait(qtbot, window, window.conversations.open(tea))
+    wait(qtbot, window, window.conversations.delete(tea))
+    assert window.conversation_list.ids() == [boats]
+    assert window.chat.conversation_id is None and window.chat_view.messages == []
+    assert window.notice.kind == "info" and "Deleted" in window.notice.text
+    qtbot.mouseClick(window.notice.action, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: sorted(window.conversation_list.ids()) == sorted([tea, boats]),
+                    timeout=WAIT)
+
+
+def test_export_and_import_round_trip(qtbot, make_window, tmp_path: Path):
+    window = make_window(load=False)
+    tea, _ = wait(qtbot, window, window.db.call(seed))
+    md, js = tmp_path / "tea.md", tmp_path / "tea.json"
+    wait(qtbot, window, window.conversations.export_to(tea, "md", md))
+    wait(qtbot, window, window.conversations.export_to(tea, "json", js))
+    assert "Why is tea green?" in md.read_text() and "# Tea" in md.read_text()
+    assert len(json.loads(js.read_text())["messages"]) == 2
+    new_id = wait(qtbot, window, window.conversations.import_from(js))
+    assert new_id not in (tea,) and len(window.conversation_list.ids()) == 3
+    wait(qtbot, window, window.conversations.open(new_id))
+    assert [w.shown.content for w in window.chat_view.messages] == [
+        "Why is tea green?", "Because of the leaves."]

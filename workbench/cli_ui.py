@@ -1,0 +1,88 @@
+"""Window commands: `window` (the default), `screenshot`, and `bench ui`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from workbench.config import Config
+from workbench.config_cli import add_arguments, config_from_args
+
+SCREENSHOT_CHATS = (
+    ("Write a haiku about autumn leaves.",),
+    ("In two sentences, what is a mixture-of-experts language model?",
+     "Show a short Python list comprehension that squares the numbers 1 to 5."),
+)
+
+
+def add_window_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("window", help="open the window (what `python -m workbench` does)")
+    add_arguments(p)
+    p.add_argument("--send", action="append", default=[], metavar="TEXT",
+                   help="send this message once the model is loaded (repeatable)")
+    p.add_argument("--quit", action="store_true", help="close the window after the sends")
+    p.set_defaults(run=run_window_cmd)
+
+
+def add_screenshot_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("screenshot", help="render the window after a real short chat to a PNG")
+    add_arguments(p)
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.png")
+    p.add_argument("--width", type=int, default=1440)
+    p.add_argument("--height", type=int, default=900)
+    p.add_argument("--keep-data", action="store_true",
+                   help="use the real data directory instead of a temporary one")
+    p.set_defaults(run=run_screenshot_cmd)
+
+
+def add_bench_ui_parser(bench: argparse.ArgumentParser) -> None:
+    """`bench ui`, added to the existing `bench` command's sub-commands."""
+    kinds = next(a for a in bench._actions if isinstance(a, argparse._SubParsersAction))
+    p = kinds.add_parser("ui", help="UI event-loop lag during generation, and tok/s with the "
+                                    "window live vs headless")
+    add_arguments(p)
+    p.add_argument("--repeats", type=int, default=5, help="runs of each kind, interleaved")
+    p.add_argument("--tokens", type=int, default=128, help="tokens per run")
+    p.set_defaults(run=run_bench_ui_cmd)
+
+
+def run_window_cmd(args: argparse.Namespace) -> int:
+    from workbench.ui.app import run_window
+
+    return run_window(config_from_args(args, Config()), sends=args.send, quit_after=args.quit)
+
+
+def run_screenshot_cmd(args: argparse.Namespace) -> int:
+    import os
+    import tempfile
+
+    from workbench.ui.app import run_window
+    from workbench.ui.screenshot import take_screenshot
+
+    config = config_from_args(args, Config().replace(n_predict=80))
+    out: Path = args.output
+
+    async def script(window) -> int:
+        await take_screenshot(window, out, SCREENSHOT_CHATS, (args.width, args.height))
+        print(f"wrote {out} ({out.stat().st_size // 1024} KiB)")
+        return 0
+
+    if args.keep_data:
+        return run_window(config, script=script)
+    with tempfile.TemporaryDirectory(prefix="workbench-shot-") as tmp:
+        os.environ["WORKBENCH_DATA_DIR"] = tmp  # a clean conversation list for the picture
+        return run_window(config, script=script)
+
+
+def run_bench_ui_cmd(args: argparse.Namespace) -> int:
+    import os
+    import tempfile
+
+    from workbench.ui.app import run_window
+    from workbench.ui.bench_ui import bench_script
+
+    config = config_from_args(args, Config().replace(n_predict=args.tokens,
+                                                     n_ctx=max(1024, args.tokens * 4)))
+    with tempfile.TemporaryDirectory(prefix="workbench-bench-") as tmp:
+        os.environ["WORKBENCH_DATA_DIR"] = tmp
+        return run_window(config, script=bench_script(config, args.repeats, print))

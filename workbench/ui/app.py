@@ -1,0 +1,72 @@
+"""Starting the window: one QApplication, one qasync loop, one engine thread, one database worker.
+
+`run_window` is what `python -m workbench` calls. The qasync loop is the UI's only loop; the
+window's lifetime is one coroutine (`main`) that ends when the window closes, after the
+engine has freed the model on its own thread and the database has been closed.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+from PySide6.QtWidgets import QApplication
+
+from workbench.config import Config
+from workbench.store import default_path
+from workbench.ui.bridge import EngineBridge
+from workbench.ui.db_worker import AsyncStore
+from workbench.ui.main_window import QtMainWindow
+
+Script = Callable[[QtMainWindow], Awaitable[int]]
+
+
+def application() -> QApplication:
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("workbench")
+    # The window's coroutine decides when to end (after the engine and database closed).
+    app.setQuitOnLastWindowClosed(False)
+    return app  # type: ignore[return-value]
+
+
+async def open_window(config: Config, db_path: Path | None = None) -> QtMainWindow:
+    """A window over a fresh engine thread and the conversation database (not yet shown)."""
+    db = await AsyncStore.open(db_path or default_path())
+    return QtMainWindow(EngineBridge(), db, config)
+
+
+async def main(config: Config, sends: Sequence[str] = (), quit_after: bool = False,
+               script: Script | None = None, show: bool = True) -> int:
+    window = await open_window(config)
+    if show:
+        window.show()
+    code = 0
+    try:
+        await window.start()
+        for text in sends:
+            await window.chat.send(text)
+        if script is not None:
+            code = await script(window)
+        if quit_after or script is not None:
+            window.close()
+        await window.closed.wait()
+    finally:
+        await window.shutdown()
+        window.deleteLater()
+    return code
+
+
+def run_window(config: Config, sends: Sequence[str] = (), quit_after: bool = False,
+               script: Script | None = None, show: bool = True) -> int:
+    """Open the window and run until it closes; returns the exit code."""
+    import qasync
+
+    from workbench.ui.qt_check import binding_problem
+
+    application()
+    problem = binding_problem()
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
+    return qasync.run(main(config, sends, quit_after, script, show))

@@ -1,0 +1,114 @@
+"""`bench ui`: does the window cost the model speed, and does the UI stay responsive?
+
+Two figures, from interleaved runs of the same prompt and settings (greedy, so the same
+tokens every time):
+- tok/s with the window live (chat streaming, plots repainting) vs a headless session in the
+  same process on the same model, as generated tokens over engine time (decode wall + loop
+  overhead, from the engine's own timestamps); target ratio >= 0.97;
+- event-loop lag while an answer streams into the window: a probe coroutine asks for a 5 ms
+  sleep and records how late it wakes (worst and p99; targets 50 and 20 ms). The probe runs in
+  runs of its own, so its wake-ups are not billed to the tok/s comparison.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Callable
+
+from workbench.config import Config
+from workbench.engine.metrics import RunSummary
+from workbench.engine.requests import GenerateRequest
+from workbench.ui.main_window import QtMainWindow
+
+PROMPT = "Tell a short story about a lighthouse keeper and a storm."
+PROBE_S = 0.005
+LAG_P99_MS, LAG_MAX_MS, RATIO_MIN = 20.0, 50.0, 0.97
+
+
+def rate(summary: RunSummary | None) -> float:
+    """Tokens per second of engine time, loop overhead included (stricter than decode alone)."""
+    if summary is None or summary.n_generated == 0:
+        return -1.0
+    seconds = summary.gen_seconds + summary.loop_overhead_s_per_token * summary.n_generated
+    return summary.n_generated / seconds
+
+
+async def probe_lag(stop: asyncio.Event, lags: list[float]) -> None:
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        await asyncio.sleep(PROBE_S)
+        lags.append(max(0.0, time.perf_counter() - t0 - PROBE_S) * 1e3)
+
+
+async def ui_run(window: QtMainWindow, lags: list[float] | None = None) -> float:
+    """One answer in a new conversation; with `lags`, the lag probe runs meanwhile."""
+    await window.conversations.open(None)
+    stop = asyncio.Event()
+    probe = None
+    if lags is not None:
+        probe = asyncio.get_running_loop().create_task(probe_lag(stop, lags))
+    try:
+        await window.chat.send(PROMPT)
+    finally:
+        stop.set()
+        if probe is not None:
+            await probe
+    result = window.chat.last_result
+    return rate(result.summary if result else None)
+
+
+def headless_run(session, n_predict: int) -> float:
+    session.set_history([])
+    result = session.generate(GenerateRequest(text=PROMPT, n_predict=n_predict))
+    return rate(result.summary)
+
+
+def bench_script(config: Config, repeats: int, say: Callable[[str], None]):
+    async def script(window: QtMainWindow) -> int:
+        from workbench.engine.session import Session
+
+        if window.chat.model is None:
+            say("error: the model did not load; see the window's message")
+            return 1
+        loop = asyncio.get_running_loop()
+        cfg = window.chat.model.config
+        # The headless session lives on a plain worker thread, as in the CLI.
+        session = await loop.run_in_executor(None, lambda: Session.open(cfg))
+        lags: list[float] = []
+        ui_rates: list[float] = []
+        headless_rates: list[float] = []
+        try:
+            await ui_run(window)  # warm-up, not counted
+            await loop.run_in_executor(None, headless_run, session, cfg.n_predict)
+            for i in range(repeats):
+                headless_rates.append(
+                    await loop.run_in_executor(None, headless_run, session, cfg.n_predict))
+                ui_rates.append(await ui_run(window))
+                await ui_run(window, lags)
+                say(f"run {i + 1}/{repeats}: window {ui_rates[-1]:.1f} tok/s, "
+                    f"headless {headless_rates[-1]:.1f} tok/s")
+        finally:
+            await loop.run_in_executor(None, session.close)
+        return report(lags, ui_rates, headless_rates, cfg, say)
+
+    return script
+
+
+def report(lags: list[float], ui_rates: list[float], headless_rates: list[float], cfg: Config,
+           say: Callable[[str], None]) -> int:
+    lags_sorted = sorted(lags)
+    p99 = lags_sorted[min(len(lags_sorted) - 1, int(0.99 * len(lags_sorted)))] if lags else -1
+    worst = lags_sorted[-1] if lags else -1
+    ui, headless = statistics.median(ui_rates), statistics.median(headless_rates)
+    ratio = ui / headless if headless > 0 else -1
+    say(f"model {cfg.model}, {cfg.n_threads} threads, {cfg.n_predict} tokens per run, "
+        f"{len(ui_rates)} runs of each kind (interleaved)")
+    say(f"event-loop lag while generating: p99 {p99:.1f} ms, worst {worst:.1f} ms over "
+        f"{len(lags)} probes (targets: p99 < {LAG_P99_MS:.0f} ms, worst < {LAG_MAX_MS:.0f} ms)")
+    say(f"tok/s (engine time, median): window {ui:.2f}, headless {headless:.2f}, ratio "
+        f"{ratio:.3f} (target >= {RATIO_MIN})")
+    ok = p99 < LAG_P99_MS and worst < LAG_MAX_MS and ratio >= RATIO_MIN
+    say("PASS" if ok else "FAIL: see the figures above")
+    return 0 if ok else 1

@@ -1,0 +1,278 @@
+"""The one engine thread, seen from the UI's asyncio loop.
+
+Every llama.cpp object (model, context, sampler) is created, used and freed on the single
+"engine" thread this class starts; the UI only awaits. Events cross threads one way, through
+an EventPipe (`loop.call_soon_threadsafe`, one wake-up per batch); nothing else is shared
+except the thread-safe `Session.cancel()`. Qt-free on purpose: the same bridge drives the
+window, the screenshot command and the UI benchmark, and its tests need no display.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from workbench.config import Config
+from workbench.engine.requests import (
+    GenerateRequest,
+    GenerateResult,
+    PrefillProgress,
+    StopReason,
+    TokenEvent,
+)
+from workbench.engine.session import Session, SessionError
+from workbench.engine.sinks import Sink
+from workbench.ui.event_pipe import EventPipe
+
+T = TypeVar("T")
+EngineEvent = PrefillProgress | TokenEvent | GenerateResult
+
+
+class LoadCancelled(Exception):
+    """The user cancelled loading a model; nothing is loaded."""
+
+
+class EngineBusy(RuntimeError):
+    """A generation is already running (the UI disables Send meanwhile; this is the backstop)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedModel:
+    """What the UI needs to know about the open session, copied off the engine thread."""
+
+    config: Config
+    name: str
+    path: str
+    arch: str
+    n_ctx: int
+    chat_mode: bool
+    think_control: str
+    template_origin: str
+    load_seconds: float
+    run_info: Any  # RunInfo (a plain dataclass, safe to read from any thread once built)
+    is_moe: bool
+
+
+class EngineBridge:
+    """`await open(cfg)`, `async for ev in generate(req)`, `cancel()`, `await close()`."""
+
+    def __init__(self, sink: Sink | None = None) -> None:
+        self._sink = sink
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="engine", daemon=True)
+        self._thread.start()
+        self._session: Session | None = None  # touched only on the engine thread...
+        self._live: Session | None = None  # ...except this reference, used for cancel()
+        self._cancel_load = threading.Event()
+        self._cancel_generate = threading.Event()
+        self._generating = False
+        self._closed = False
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> bool:
+        return self._live is not None
+
+    @property
+    def generating(self) -> bool:
+        return self._generating
+
+    async def open(
+        self, config: Config, on_progress: Callable[[float], None] | None = None
+    ) -> LoadedModel:
+        """Close any open model, then load `config`'s. Raises SessionError or LoadCancelled.
+
+        `on_progress(fraction)` runs on the UI loop, at most once per percent.
+        """
+        loop = asyncio.get_running_loop()
+        self._cancel_load.clear()
+        last = [-1]
+
+        def progress(fraction: float) -> bool:
+            pct = int(fraction * 100)
+            if on_progress is not None and pct != last[0]:
+                last[0] = pct
+                loop.call_soon_threadsafe(on_progress, fraction)
+            return not self._cancel_load.is_set()  # False makes llama.cpp abandon the load
+
+        def job() -> LoadedModel:
+            self._close_session()
+            try:
+                session = Session.open(config, sink=self._sink, progress=progress)
+            except SessionError:
+                if self._cancel_load.is_set():
+                    raise LoadCancelled("loading was cancelled; no model is loaded") from None
+                raise
+            if self._cancel_load.is_set():  # cancelled after the last progress call
+                session.close()
+                raise LoadCancelled("loading was cancelled; no model is loaded")
+            self._session = self._live = session
+            return _describe(session)
+
+        return await self._call(job)
+
+    def cancel_open(self) -> None:
+        """Abandon a load in progress (llama.cpp checks at its next progress report)."""
+        self._cancel_load.set()
+
+    async def close(self) -> None:
+        """Free the model on the engine thread and stop the thread. Idempotent."""
+        if self._closed:
+            return
+        self.cancel()
+        self._cancel_load.set()
+        await self._call(self._close_session)
+        self._closed = True
+        self._jobs.put(None)
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+
+    def _close_session(self) -> None:
+        if self._session is not None:
+            self._live = None
+            self._session.close()
+            self._session = None
+
+    # ---- conversation state ---------------------------------------------------------------------
+
+    async def set_history(self, messages: list[dict[str, str]]) -> None:
+        """Tell the engine which complete turns are the model's context (a branch or a chat)."""
+        await self._call(lambda: self._require().set_history(messages))
+
+    async def reset_conversation(self) -> None:
+        await self._call(lambda: self._require().reset_conversation())
+
+    async def apply_request_settings(self, config: Config) -> None:
+        """Per-request settings only; raises SessionError if a load-time one changed."""
+        await self._call(lambda: self._require().apply_request_settings(config))
+
+    async def kv_tokens(self) -> int:
+        """Tokens the context holds now (for the context gauge)."""
+        return await self._call(lambda: len(self._require().kv_tokens))
+
+    # ---- generation -----------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the current generation, prefill included. Safe from any thread, never blocks."""
+        self._cancel_generate.set()
+        live = self._live
+        if live is not None:
+            live.cancel()
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+        """PrefillProgress and TokenEvent as they happen, then exactly one GenerateResult.
+
+        Leaving the loop early cancels the generation and waits for the engine to confirm.
+        """
+        if self._generating:
+            raise EngineBusy("a generation is already running")
+        loop = asyncio.get_running_loop()
+        events: EventPipe[EngineEvent | BaseException] = EventPipe(loop)
+        put = events.push
+        self._generating = True
+        self._cancel_generate.clear()
+        cancel_flag = self._cancel_generate
+
+        def recancel() -> None:
+            # cancel() may land between our check and generate() clearing the session's flag;
+            # repeating it from the callbacks closes that window at the next prefill chunk/token.
+            if cancel_flag.is_set() and self._session is not None:
+                self._session.cancel()
+
+        def on_token(event: TokenEvent) -> None:
+            put(event)
+            recancel()
+
+        def on_prefill(progress: PrefillProgress) -> None:
+            put(progress)
+            recancel()
+
+        def job() -> None:
+            try:
+                if cancel_flag.is_set():
+                    result = GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
+                else:
+                    result = self._require().generate(
+                        request, on_token=on_token, on_prefill=on_prefill
+                    )
+                put(result)
+            except BaseException as exc:  # surfaced to the awaiting coroutine, not swallowed
+                put(exc)
+
+        self._jobs.put(job)
+        ended = False  # the engine's last word (result or exception) has been received
+        try:
+            while not ended:
+                batch = await events.get_batch()
+                ended = any(isinstance(i, GenerateResult | BaseException) for i in batch)
+                for item in batch:
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
+        finally:
+            if not ended:
+                self.cancel()
+                while not any(isinstance(item, GenerateResult | BaseException)
+                              for item in await events.get_batch()):
+                    pass
+            self._generating = False
+
+    # ---- the engine thread --------------------------------------------------------------------
+
+    def _require(self) -> Session:
+        if self._session is None:
+            raise SessionError("no model is loaded: open one first")
+        return self._session
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        """Run `fn` on the engine thread; its result or exception comes back here."""
+        if self._closed:
+            raise SessionError("the engine has been shut down")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+
+        def settle(ok: bool, value: Any) -> None:
+            if future.done():
+                return
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+        def job() -> None:
+            try:
+                value = fn()
+            except BaseException as exc:
+                loop.call_soon_threadsafe(settle, False, exc)
+            else:
+                loop.call_soon_threadsafe(settle, True, value)
+
+        self._jobs.put(job)
+        # The engine finishes the job even if the awaiting coroutine is cancelled.
+        return await asyncio.shield(future)
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+        self._close_session()
+
+
+def _describe(session: Session) -> LoadedModel:
+    info = session.run_info
+    return LoadedModel(
+        config=session.config,
+        name=info.model.name,
+        path=info.model.path,
+        arch=info.arch,
+        n_ctx=session.n_ctx,
+        chat_mode=session.chat_mode,
+        think_control=str(session.think_control),
+        template_origin=session.template_origin,
+        load_seconds=session.load_seconds,
+        run_info=info,
+        is_moe=session.facts.is_moe,
+    )

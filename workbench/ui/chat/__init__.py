@@ -1,0 +1,1 @@
+"""The chat pane: message widgets, reasoning blocks, Markdown with code blocks, the composer."""

@@ -1,0 +1,256 @@
+"""One message: header with version arrows and actions, reasoning block, Markdown body,
+status note, stats line; for the user's messages an inline editor (edit and resend).
+
+Streaming text arrives through `stream_text` as often as tokens come, but is only rendered by a
+~10 Hz timer, so a fast model never turns into Markdown re-layouts per token.
+"""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.store import format_stats_line
+from workbench.ui.chat.context import status_note
+from workbench.ui.chat.qt_markdown_view import QtMarkdownView
+from workbench.ui.chat.qt_reasoning_block import QtReasoningBlock
+from workbench.ui.chat.shown import ShownMessage
+from workbench.ui.chat.stats_line import thought_label
+
+RENDER_MS = 100  # streaming text is laid out at most 10 times a second
+_ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
+_BADGES = {"stopped": "stopped", "interrupted": "interrupted", "error": "failed",
+           "rejected": "not sent", "streaming": ""}
+
+
+class QtMessageWidget(QFrame):
+    regenerate_requested = Signal(int)  # message id of the answer to regenerate
+    edit_submitted = Signal(int, str)  # message id of the user message, the new text
+    version_requested = Signal(int)  # message id of the sibling to show
+    token_clicked = Signal(int)  # token index across the conversation (x on the plots)
+
+    def __init__(self, shown: ShownMessage, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName(f"message_{shown.role}")
+        self.shown = shown
+        self._pending: tuple[str, str, int] | None = None
+        self._token_pieces: list[str] = []
+        self._token_x0 = -1
+        self._build()
+        self._render_timer = QTimer(self)
+        self._render_timer.setInterval(RENDER_MS)
+        self._render_timer.timeout.connect(self._render_pending)
+        self.update_from(shown)
+
+    # ---- construction -------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        role = self.shown.role
+        self.role_label = QLabel(f"<b>{_ROLE_NAMES.get(role, role)}</b>")
+        self.prev_button = _tool("‹", "Previous version")
+        self.next_button = _tool("›", "Next version")
+        self.version_label = QLabel()
+        self.prev_button.clicked.connect(lambda: self._go(self.shown.previous_id))
+        self.next_button.clicked.connect(lambda: self._go(self.shown.next_id))
+        self.badge = QLabel()
+        self.badge.setStyleSheet("color: #b35900; font-weight: bold;")
+        self.copy_button = _tool("Copy", "Copy this message")
+        self.copy_button.clicked.connect(self.copy)
+        self.edit_button = _tool("Edit", "Edit and resend (the original stays as a version)")
+        self.edit_button.clicked.connect(self.start_edit)
+        self.regenerate_button = _tool("Regenerate", "Generate another version of this answer")
+        self.regenerate_button.clicked.connect(
+            lambda: self.regenerate_requested.emit(self.shown.id))
+        self.tokens_button = _tool("Tokens", "Show the answer token by token; click a token to "
+                                             "find it on the plots")
+        self.tokens_button.setCheckable(True)
+        self.tokens_button.toggled.connect(self._show_tokens)
+        header = QHBoxLayout()
+        header.setContentsMargins(0, 0, 0, 0)
+        for w in (self.role_label, self.prev_button, self.version_label, self.next_button,
+                  self.badge):
+            header.addWidget(w)
+        header.addStretch(1)
+        for w in (self.tokens_button, self.copy_button, self.edit_button, self.regenerate_button):
+            header.addWidget(w)
+        self.edit_button.setVisible(role == "user")
+        self.regenerate_button.setVisible(role == "assistant")
+        self.tokens_button.setVisible(False)
+
+        self.reasoning = QtReasoningBlock()
+        self.body = QtMarkdownView()
+        self.token_view = QLabel()
+        self.token_view.setWordWrap(True)
+        self.token_view.setTextFormat(Qt.TextFormat.RichText)
+        self.token_view.linkActivated.connect(self._token_link)
+        self.token_view.setVisible(False)
+        self.editor = QPlainTextEdit()
+        self.editor.setVisible(False)
+        self.save_button = QPushButton("Save and send")
+        self.cancel_edit_button = QPushButton("Cancel")
+        self.save_button.clicked.connect(self._submit_edit)
+        self.cancel_edit_button.clicked.connect(self.cancel_edit)
+        edit_row = QHBoxLayout()
+        edit_row.addStretch(1)
+        edit_row.addWidget(self.cancel_edit_button)
+        edit_row.addWidget(self.save_button)
+        self._edit_row = QWidget()
+        self._edit_row.setLayout(edit_row)
+        self._edit_row.setVisible(False)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: #8a6d3b; font-style: italic;")
+        self.error = QLabel()
+        self.error.setWordWrap(True)
+        self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error.setStyleSheet("color: #b00020;")
+        self.stats = QLabel()
+        self.stats.setStyleSheet("color: #888; font-size: 11px;")
+        self.stats.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 6, 10, 6)
+        layout.setSpacing(4)
+        layout.addLayout(header)
+        for w in (self.reasoning, self.body, self.token_view, self.editor, self._edit_row,
+                  self.note, self.error, self.stats):
+            layout.addWidget(w)
+        if role == "user":
+            self.setStyleSheet("#message_user { background: #eef3fb; border-radius: 6px; }")
+
+    # ---- state --------------------------------------------------------------------------------
+
+    def update_from(self, shown: ShownMessage) -> None:
+        """Show a stored message (or the final state of a streamed one)."""
+        self.shown = shown
+        self._render_timer.stop()
+        self._pending = None
+        self.body.set_markdown(shown.content)
+        n_think = int(shown.stats.get("n_think", 0))
+        self.reasoning.set_text(shown.reasoning, n_think)
+        self.reasoning.finish(thought_label(shown.stats, live=False))
+        many = shown.versions > 1
+        for w in (self.prev_button, self.version_label, self.next_button):
+            w.setVisible(many)
+        self.version_label.setText(f"{shown.version}/{shown.versions}")
+        self.prev_button.setEnabled(shown.previous_id is not None)
+        self.next_button.setEnabled(shown.next_id is not None)
+        self.badge.setText(_BADGES.get(shown.status, ""))
+        note = status_note(shown.status)
+        self.note.setText(note)
+        self.note.setVisible(bool(note))
+        self.error.setText(shown.error)
+        self.error.setVisible(bool(shown.error))
+        line = format_stats_line(shown.stats) if shown.role == "assistant" else ""
+        self.stats.setText(line)
+        self.stats.setVisible(bool(line))
+        self.regenerate_button.setEnabled(shown.status != "streaming")
+
+    def begin_stream(self) -> None:
+        self.shown.status = "streaming"
+        self.regenerate_button.setEnabled(False)
+        self.badge.setText("")
+        self._render_timer.start()
+
+    def stream_text(self, answer: str, reasoning: str, n_think: int) -> None:
+        """The text so far; cheap, called per token. Rendering happens on the timer."""
+        self._pending = (answer, reasoning, n_think)
+
+    def set_status_text(self, text: str) -> None:
+        """A transient line under a streaming answer ("reading the prompt 120 of 300")."""
+        self.stats.setText(text)
+        self.stats.setVisible(bool(text))
+
+    def _render_pending(self) -> None:
+        if self._pending is None:
+            return
+        answer, reasoning, n_think = self._pending
+        self._pending = None
+        if reasoning and not answer and not self.reasoning.live:
+            self.reasoning.start_live()
+        self.reasoning.set_text(reasoning, n_think)
+        if answer and self.reasoning.live:
+            self.reasoning.finish("Thought")  # folded now; the exact time comes with the stats
+        self.body.set_markdown(answer)
+
+    def flush(self) -> None:
+        """Render pending text now (tests and the final update use it)."""
+        self._render_pending()
+
+    # ---- tokens -------------------------------------------------------------------------------
+
+    def set_tokens(self, x_start: int, pieces: list[str]) -> None:
+        """The generated pieces and the plot index of the first; enables the Tokens view."""
+        self._token_x0, self._token_pieces = x_start, list(pieces)
+        self.tokens_button.setVisible(bool(pieces))
+        if self.tokens_button.isChecked():
+            self._show_tokens(True)
+
+    def _show_tokens(self, on: bool) -> None:
+        if on:
+            spans = []
+            for i, piece in enumerate(self._token_pieces):
+                shade = "#f3f0e0" if i % 2 else "#e4eef8"
+                text = html.escape(piece).replace("\n", "↵<br>") or "∅"
+                spans.append(f'<a href="tok:{i}" style="color: #222; text-decoration: none; '
+                             f'background: {shade};">{text}</a>')
+            self.token_view.setText("".join(spans))
+        self.token_view.setVisible(on)
+        self.body.setVisible(not on)
+
+    def _token_link(self, link: str) -> None:
+        if link.startswith("tok:") and self._token_x0 >= 0:
+            self.token_clicked.emit(self._token_x0 + int(link[4:]))
+
+    # ---- actions ------------------------------------------------------------------------------
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.shown.content)
+
+    def start_edit(self) -> None:
+        self.editor.setPlainText(self.shown.content)
+        self.editor.setVisible(True)
+        self._edit_row.setVisible(True)
+        self.body.setVisible(False)
+        self.editor.setFocus()
+
+    def cancel_edit(self) -> None:
+        self.editor.setVisible(False)
+        self._edit_row.setVisible(False)
+        self.body.setVisible(True)
+
+    def _submit_edit(self) -> None:
+        text = self.editor.toPlainText().strip()
+        self.cancel_edit()
+        if text:
+            self.edit_submitted.emit(self.shown.id, text)
+
+    def _go(self, message_id: int | None) -> None:
+        if message_id is not None:
+            self.version_requested.emit(message_id)
+
+    def set_actions_enabled(self, enabled: bool) -> None:
+        """Disabled while another answer streams (one generation at a time)."""
+        for w in (self.edit_button, self.regenerate_button, self.prev_button, self.next_button):
+            has_target = not ((w is self.prev_button and self.shown.previous_id is None)
+                              or (w is self.next_button and self.shown.next_id is None))
+            w.setEnabled(enabled and has_target)
+
+
+def _tool(text: str, tip: str) -> QToolButton:
+    button = QToolButton()
+    button.setText(text)
+    button.setToolTip(tip)
+    button.setAutoRaise(True)
+    return button

@@ -1,0 +1,34 @@
+"""What one message widget shows: a message plus its place among its versions (Qt-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class ShownMessage:
+    id: int
+    role: str  # "user", "assistant" or "system"
+    content: str
+    reasoning: str = ""
+    status: str = "complete"  # the store's statuses
+    error: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+    version: int = 1  # 1-based position among its siblings
+    versions: int = 1
+    previous_id: int | None = None  # the sibling the "<" arrow shows
+    next_id: int | None = None
+
+    @classmethod
+    def from_store(cls, message: Any, siblings: Any | None = None) -> ShownMessage:
+        shown = cls(
+            id=message.id, role=message.role, content=message.content,
+            reasoning=message.reasoning, status=message.status, error=message.error,
+            stats=dict(message.stats),
+        )
+        if siblings is not None:
+            shown.version, shown.versions = siblings.index + 1, siblings.count
+            shown.previous_id = siblings.previous.id if siblings.previous else None
+            shown.next_id = siblings.next.id if siblings.next else None
+        return shown

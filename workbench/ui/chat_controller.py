@@ -1,0 +1,334 @@
+"""The chat's behaviour as coroutines: send, stop, regenerate, edit, switch versions, open chats.
+
+It composes the engine bridge, the database worker and the widgets; it owns no thread and never
+blocks: every engine or database call is awaited. One generation runs at a time. Before each
+one the engine is told which complete turns of the branch on screen are the model's context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from workbench.config import Config
+from workbench.engine.requests import (
+    GenerateRequest,
+    GenerateResult,
+    PrefillProgress,
+    StopReason,
+    TokenEvent,
+)
+from workbench.store import Message
+from workbench.ui.bridge import EngineBridge, LoadedModel
+from workbench.ui.chat.context import model_history
+from workbench.ui.chat.qt_chat_view import QtChatView
+from workbench.ui.chat.qt_composer import QtComposer
+from workbench.ui.chat.shown import ShownMessage
+from workbench.ui.chat.stats_line import stats_from_result, thought_label
+from workbench.ui.chat.turn_recorder import TurnRecorder
+from workbench.ui.db_worker import AsyncStore
+from workbench.ui.qt_status_bar import QtStatusBar
+from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
+
+log = logging.getLogger("workbench.ui")
+
+_STATUS = {StopReason.EOS: "complete", StopReason.LENGTH: "complete",
+           StopReason.STOPPED: "stopped", StopReason.ERROR: "error",
+           StopReason.REJECTED: "rejected"}
+TITLE_CHARS = 60
+
+
+class ChatController:
+    def __init__(
+        self, bridge: EngineBridge, db: AsyncStore, chat: QtChatView, composer: QtComposer,
+        telemetry: QtTelemetryPanel, status: QtStatusBar, config: Config,
+        on_conversations_changed: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.bridge, self.db, self.chat, self.composer = bridge, db, chat, composer
+        self.telemetry, self.status, self.config = telemetry, status, config
+        self.on_conversations_changed = on_conversations_changed
+        self.model: LoadedModel | None = None
+        self.conversation_id: int | None = None
+        self.path: list[Message] = []
+        self.generating = False
+        self.stopping = False
+        self.last_result: GenerateResult | None = None
+        self.turns_done = 0  # finished generations (tests and the screenshot wait on it)
+        self._writes: set[asyncio.Task[Any]] = set()  # throttled saves in flight
+
+    # ---- model --------------------------------------------------------------------------------
+
+    def model_ready(self, model: LoadedModel | None) -> None:
+        self.model = model
+        if model is None:
+            self.composer.set_ready(False, "Open a model to chat (File > Open model…)")
+            self.composer.gauge.set_usage(-1, 0)
+            return
+        self.config = model.config
+        self.composer.set_ready(True)
+        self.composer.gauge.set_usage(self._used_from_path(), model.n_ctx)
+        self.status.set_context(self.composer.gauge.used, model.n_ctx)
+
+    # ---- conversations ------------------------------------------------------------------------
+
+    async def open_conversation(self, conversation_id: int | None) -> None:
+        """Show a stored conversation (None: a new, empty one) with its plots."""
+        if self.generating:
+            return
+        self.conversation_id = conversation_id
+        if conversation_id is None:
+            self.path = []
+            self.chat.show_messages([])
+            self.telemetry.clear()
+            self._show_gauge(0)
+            return
+        shown, path = await self.db.call(lambda s: _load_path(s, conversation_id))
+        self.path = path
+        self.chat.show_messages(shown)
+        await self._load_telemetry()
+        self._show_gauge(self._used_from_path())
+
+    async def _load_telemetry(self) -> None:
+        run_ids = [(m.id, m.stats.get("run_id")) for m in self.path if m.role == "assistant"]
+        run_ids = [(mid, rid) for mid, rid in run_ids if isinstance(rid, int)]
+
+        def fetch(store: Any) -> list[list[dict[str, Any]]]:
+            out = []
+            for _, rid in run_ids:
+                try:
+                    out.append(store.token_rows(rid))
+                except KeyError:
+                    out.append([])
+            return out
+
+        turns = await self.db.call(fetch)
+        starts = self.telemetry.load_turns(turns)
+        for (mid, _), x0, rows in zip(run_ids, starts, turns, strict=True):
+            widget = self.chat.widget_for(mid)
+            if widget is not None:
+                widget.set_tokens(x0, [r.get("piece", "") for r in rows])
+
+    async def switch_version(self, message_id: int) -> None:
+        if self.generating or self.conversation_id is None:
+            return
+        await self.db.call(lambda s: s.switch_branch(message_id))
+        await self.open_conversation(self.conversation_id)
+
+    # ---- turns --------------------------------------------------------------------------------
+
+    async def send(self, text: str) -> None:
+        if self.generating or self.model is None:
+            return
+        if self.conversation_id is None:
+            title = " ".join(text.split())[:TITLE_CHARS]
+            conv = await self.db.call(lambda s: s.create_conversation(title))
+            self.conversation_id = conv.id
+            self.on_conversations_changed()
+        cid = self.conversation_id
+        parent = self.path[-1].id if self.path else None
+        history = model_history(self.path)
+        user = await self.db.call(lambda s: s.add_message(cid, parent, "user", text))
+        answer = await self.db.call(
+            lambda s: s.add_message(cid, user.id, "assistant", status="streaming"))
+        self.path += [user, answer]
+        self.chat.append(ShownMessage.from_store(user))
+        await self._generate(text, answer, history)
+
+    async def regenerate(self, answer_id: int) -> None:
+        if self.generating or self.model is None:
+            return
+        index = next((i for i, m in enumerate(self.path) if m.id == answer_id), -1)
+        if index < 1:
+            return
+        user = self.path[index - 1]
+        history = model_history(self.path[: index - 1])
+        answer = await self.db.call(lambda s: s.regenerate(answer_id))
+        await self._replace_tail(self.path[:index], answer)
+        await self._generate(user.content, answer, history)
+
+    async def edit(self, user_id: int, text: str) -> None:
+        if self.generating or self.model is None:
+            return
+        index = next((i for i, m in enumerate(self.path) if m.id == user_id), -1)
+        if index < 0:
+            return
+        history = model_history(self.path[:index])
+        cid = self.conversation_id
+
+        def add(store: Any) -> tuple[Message, Message]:
+            user = store.edit_message(user_id, text)
+            return user, store.add_message(cid, user.id, "assistant", status="streaming")
+
+        user, answer = await self.db.call(add)
+        await self._replace_tail(self.path[:index], user)
+        self.path.append(answer)
+        await self._generate(text, answer, history)
+
+    def stop(self) -> None:
+        """Esc or the Stop button: the engine stops within a decode step, prefill included."""
+        if not self.generating or self.stopping:
+            return
+        self.stopping = True
+        self.bridge.cancel()
+        self.composer.set_stopping()
+        self.status.set_state("stopping")
+
+    async def _replace_tail(self, prefix: list[Message], new: Message) -> None:
+        """The branch now ends with `new` (a fresh sibling): redraw from the stored tree."""
+        self.path = [*prefix, new]
+        shown, _ = await self.db.call(lambda s: _load_path(s, new.conversation_id))
+        self.chat.show_messages(shown[:-1] if new.role == "assistant" else shown)
+        if new.role == "user":
+            return
+        self.chat.append(shown[-1])
+
+    async def _generate(self, text: str, answer: Message, history: list[dict[str, str]]) -> None:
+        assert self.model is not None
+        self.generating, self.stopping = True, False
+        self.composer.set_busy(True)
+        self.chat.set_actions_enabled(False)
+        widget = (self.chat.widget_for(answer.id)
+                  or self.chat.append(ShownMessage.from_store(answer)))
+        widget.begin_stream()
+        self.status.set_state("prefill")
+        recorder = TurnRecorder()
+        x0 = self.telemetry.begin_turn()
+        result: GenerateResult | None = None
+        run_id: int | None = None
+        try:
+            await self.bridge.set_history(history)
+            run = await self.db.call(lambda s: s.create_run(self.model.run_info,
+                                                            message_id=answer.id))
+            run_id = run.id
+            request = GenerateRequest(text=text, n_predict=self.config.n_predict,
+                                      think=self.composer.think.isChecked())
+            async for event in self.bridge.generate(request):
+                if isinstance(event, TokenEvent):
+                    self._on_token(event, recorder, widget)
+                    if recorder.due_write():
+                        self._save_partial(answer.id, recorder)
+                elif isinstance(event, PrefillProgress):
+                    if not self.stopping:
+                        self.status.set_state("prefill", f"{event.done} of {event.total}")
+                        widget.set_status_text(f"reading the prompt: {event.done} of "
+                                               f"{event.total} tokens")
+                else:
+                    result = event
+        except Exception as exc:  # the engine or the database failed: say so on the message
+            log.exception("generation failed")
+            result = GenerateResult(
+                ok=False, stop_reason=StopReason.ERROR, text=recorder.answer,
+                reasoning=recorder.reasoning,
+                error=f"The answer failed: {exc}. The conversation is intact; try again, or "
+                      "reopen the model if this repeats.")
+        assert result is not None
+        await self._finish(answer, widget, recorder, result, run_id, x0)
+
+    def _on_token(self, event: TokenEvent, recorder: TurnRecorder, widget: Any) -> None:
+        if not recorder.rows and not self.stopping:
+            self.status.set_state("generating")
+            widget.set_status_text("")
+        recorder.on_token(event)
+        self.telemetry.append(event.metrics)
+        widget.stream_text(recorder.answer, recorder.reasoning, recorder.thinking_tokens)
+
+    def _save_partial(self, answer_id: int, recorder: TurnRecorder) -> None:
+        content, reasoning = recorder.answer, recorder.reasoning
+        # Not awaited: the stream goes on. Ordered before the final write, because the
+        # database worker runs calls in submission order.
+        task = asyncio.get_running_loop().create_task(self.db.call(
+            lambda s: s.update_message(answer_id, content=content, reasoning=reasoning)))
+        self._writes.add(task)
+        task.add_done_callback(self._write_done)
+
+    def _write_done(self, task: Any) -> None:
+        self._writes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("saving a streaming answer failed", exc_info=task.exception())
+
+    async def _finish(self, answer: Message, widget: Any, recorder: TurnRecorder,
+                      result: GenerateResult, run_id: int | None, x0: int) -> None:
+        status = _STATUS[result.stop_reason]
+        content = result.text or recorder.answer
+        reasoning = result.reasoning or recorder.reasoning
+        stats = stats_from_result(result, think_s=recorder.thinking_seconds(),
+                                  n_think=recorder.thinking_tokens)
+        if run_id is not None and recorder.rows:
+            stats.update(run_id=run_id, x_start=x0)
+        error = result.error
+        if result.notes:
+            error = "\n".join([error, *result.notes]).strip()
+        rows, summary = list(recorder.rows), result.summary
+
+        def save(store: Any) -> Message:
+            store.update_message(answer.id, content=content, reasoning=reasoning, status=status,
+                                 stats=stats, error=error)
+            if run_id is not None:
+                if rows:
+                    store.add_token_rows(run_id, rows)
+                    if summary is not None:
+                        store.finish_run(run_id, summary)
+                else:
+                    store.delete_run(run_id)
+            return store.get_message(answer.id)
+
+        if self._writes:  # a throttled save still queued must not land after the final one
+            await asyncio.gather(*self._writes, return_exceptions=True)
+        try:
+            saved = await self.db.call(save)
+        except Exception as exc:
+            log.exception("saving the answer failed")
+            saved = answer
+            saved.content, saved.reasoning, saved.status, saved.stats = (
+                content, reasoning, status, stats)
+            saved.error = f"{error}\nThe answer could not be saved: {exc}".strip()
+        self.path[-1] = saved
+        siblings = await self.db.call(lambda s: s.siblings(saved.id))
+        widget.update_from(ShownMessage.from_store(saved, siblings))
+        widget.reasoning.finish(thought_label(stats, live=False))
+        if recorder.rows:
+            widget.set_tokens(x0, recorder.pieces)
+        if summary is not None:
+            self.telemetry.show_summary(summary)
+            self.status.set_rate(summary.tokens_per_second)
+        self.last_result = result
+        used = await self._kv_used()
+        self._show_gauge(used)
+        self.generating = self.stopping = False
+        self.composer.set_busy(False)
+        self.chat.set_actions_enabled(True)
+        self.status.set_state("idle")
+        self.turns_done += 1
+        self.on_conversations_changed()
+
+    async def _kv_used(self) -> int:
+        try:
+            return await self.bridge.kv_tokens()
+        except Exception:
+            return -1
+
+    # ---- context gauge ------------------------------------------------------------------------
+
+    def _used_from_path(self) -> int:
+        """Context used as of the last complete answer on screen (-1: unknown)."""
+        for m in reversed(self.path):
+            if m.role == "assistant" and m.status == "complete" and "n_past" in m.stats:
+                return int(m.stats["n_past"])
+        return 0 if not self.path else -1
+
+    def _show_gauge(self, used: int) -> None:
+        n_ctx = self.model.n_ctx if self.model else 0
+        self.composer.gauge.set_usage(used, n_ctx)
+        self.status.set_context(used, n_ctx)
+        if self.composer.gauge.warning:
+            self.composer.hint.setText("Context nearly full: start a new chat, or reopen the "
+                                       "model with a larger context.")
+        elif self.model is not None:
+            self.composer.hint.setText("")
+
+
+def _load_path(store: Any, conversation_id: int) -> tuple[list[ShownMessage], list[Message]]:
+    path = store.active_path(conversation_id)
+    return [ShownMessage.from_store(m, store.siblings(m.id)) for m in path], path

@@ -1,0 +1,1 @@
+"""The conversation list: new, search, rename, delete with undo, export and import."""

@@ -1,0 +1,1 @@
+"""Choosing a model: embedded defaults, recent files, metadata and a memory estimate."""

@@ -1,0 +1,191 @@
+"""The model picker: embedded defaults, recent files, a file dialog or a dropped file; before
+loading it shows the GGUF's metadata and a memory estimate for the chosen context.
+
+`await QtModelPicker(...).choose()` returns the Config to load, or None. Reading a header runs
+off the UI thread, and only the latest selection's reading is kept (older ones are cancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QFontDatabase
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+from qasync import asyncWrap
+
+from workbench.config import Config
+from workbench.moe.layout import ModelFacts, ModelFileError, format_facts, read_model_facts
+from workbench.ui.models.estimate import available_memory_mib, estimate_memory
+from workbench.ui.models.recent import load_recent
+from workbench.ui.tasks import Tasks
+
+BUNDLED = "bundled:gemma"
+SYNTHETIC = "bundled:synthetic-moe"
+_LABELS = {
+    BUNDLED: "Gemma 3 270M (bundled real chat model)",
+    SYNTHETIC: "Synthetic MoE (generated; random weights: exercises streaming, its text is noise)",
+}
+
+
+def resolve_entry(entry: str) -> Path:
+    """The file behind a list entry (the bundled ones are assembled or generated on first use)."""
+    from workbench.embedded import default_model_path, models_dir
+
+    if entry == BUNDLED:
+        return default_model_path()
+    if entry == SYNTHETIC:
+        from workbench.moe.synth import write_synthetic_moe
+
+        target = models_dir() / "synthetic-qwen3moe-tiny.gguf"
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_synthetic_moe(target, arch="qwen3moe", size="tiny")
+        return target
+    return Path(entry)
+
+
+class QtModelPicker(QDialog):
+    def __init__(self, config: Config, parent: QWidget | None = None,
+                 preselect: str | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Open a model")
+        self.resize(820, 480)
+        self.config = config
+        self.facts: ModelFacts | None = None
+        self.path: Path | None = None
+        self._tasks = Tasks(on_error=lambda exc: self._show_problem(str(exc)))
+        self.list = QListWidget()
+        for entry in (BUNDLED, SYNTHETIC, *load_recent()):
+            self._add_entry(entry)
+        self.list.currentItemChanged.connect(self._selected)
+        self.browse = QPushButton("Browse…")
+        self.browse.clicked.connect(lambda: self._tasks.spawn(self._browse()))
+        self.details = QPlainTextEdit()
+        self.details.setReadOnly(True)
+        font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        font.setStyleHint(QFont.StyleHint.Monospace)
+        self.details.setFont(font)
+        self.n_ctx = QSpinBox()
+        self.n_ctx.setRange(64, 1 << 20)
+        self.n_ctx.setSingleStep(1024)
+        self.n_ctx.setValue(config.n_ctx)
+        self.n_ctx.setSuffix(" tokens")
+        self.n_ctx.valueChanged.connect(self._show_estimate)
+        self.n_threads = QSpinBox()
+        self.n_threads.setRange(1, 256)
+        self.n_threads.setValue(config.n_threads)
+        self.estimate = QLabel()
+        self.estimate.setWordWrap(True)
+        form = QFormLayout()
+        form.addRow("Context", self.n_ctx)
+        form.addRow("Threads", self.n_threads)
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        self.open_button = self.buttons.button(QDialogButtonBox.StandardButton.Open)
+        self.open_button.setText("Load")
+        self.open_button.setEnabled(False)
+        left = QVBoxLayout()
+        left.addWidget(QLabel("Models"))
+        left.addWidget(self.list, 1)
+        left.addWidget(self.browse)
+        right = QVBoxLayout()
+        right.addWidget(self.details, 1)
+        right.addLayout(form)
+        right.addWidget(self.estimate)
+        body = QHBoxLayout()
+        body.addLayout(left, 2)
+        body.addLayout(right, 3)
+        layout = QVBoxLayout(self)
+        layout.addLayout(body, 1)
+        layout.addWidget(self.buttons)
+        if preselect:
+            self.select(preselect)
+
+    def _add_entry(self, entry: str) -> QListWidgetItem:
+        item = QListWidgetItem(_LABELS.get(entry, Path(entry).name))
+        item.setData(Qt.ItemDataRole.UserRole, entry)
+        item.setToolTip(entry)
+        self.list.addItem(item)
+        return item
+
+    def select(self, entry: str) -> None:
+        for i in range(self.list.count()):
+            if self.list.item(i).data(Qt.ItemDataRole.UserRole) == entry:
+                self.list.setCurrentRow(i)
+                return
+        self.list.setCurrentItem(self._add_entry(entry))
+
+    async def choose(self) -> Config | None:
+        """Show the dialog without a nested event loop; the chosen config, or None."""
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.finished.connect(lambda code: done.done() or done.set_result(code))
+        self.open()
+        if self.list.currentItem() is None and self.list.count():
+            self.list.setCurrentRow(0)
+        code = await done
+        self._tasks.cancel_all()
+        if code != QDialog.DialogCode.Accepted or self.path is None:
+            return None
+        return self.config.replace(model=str(self.path), n_ctx=self.n_ctx.value(),
+                                   n_threads=self.n_threads.value())
+
+    def _selected(self, item: QListWidgetItem | None) -> None:
+        if item is not None:
+            self._tasks.spawn(self._inspect(item.data(Qt.ItemDataRole.UserRole)), name="inspect")
+
+    async def _inspect(self, entry: str) -> None:
+        self.facts, self.path = None, None
+        self.open_button.setEnabled(False)
+        self.details.setPlainText("Reading the model's header…")
+        self.estimate.clear()
+        loop = asyncio.get_running_loop()
+        try:
+            path = await loop.run_in_executor(None, resolve_entry, entry)
+            facts = await loop.run_in_executor(None, read_model_facts, path)
+        except ModelFileError as exc:
+            self._show_problem(str(exc))
+            return
+        self.facts, self.path = facts, path
+        text = format_facts(facts)
+        if entry == SYNTHETIC:
+            text += "\n\nRandom weights: this model exercises expert streaming; its text is noise."
+        self.details.setPlainText(text)
+        if facts.n_ctx_train > 0:
+            self.n_ctx.setMaximum(max(facts.n_ctx_train, 64))
+        self._show_estimate()
+        self.open_button.setEnabled(True)
+
+    def _show_problem(self, text: str) -> None:
+        self.details.setPlainText(text)
+        self.open_button.setEnabled(False)
+
+    def _show_estimate(self) -> None:
+        if self.facts is None:
+            return
+        est = estimate_memory(self.facts, self.n_ctx.value(), available_memory_mib())
+        self.estimate.setText("\n".join(est.lines()))
+        self.estimate.setStyleSheet("" if est.fits is not False else "color: #b00020;")
+
+    async def _browse(self) -> None:
+        path, _ = await asyncWrap(lambda: QFileDialog.getOpenFileName(
+            self, "Open a GGUF model", "", "GGUF models (*.gguf);;All files (*)"))
+        if path:
+            self.select(path)

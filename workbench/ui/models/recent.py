@@ -1,0 +1,35 @@
+"""Recently opened model files, newest first, in a small JSON file in the data dir (Qt-free)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from workbench.paths import data_dir
+
+MAX_RECENT = 10
+
+
+def recent_file() -> Path:
+    return data_dir() / "recent_models.json"
+
+
+def load_recent(path: Path | None = None) -> list[str]:
+    file = path or recent_file()
+    try:
+        items = json.loads(file.read_text())
+    except (OSError, ValueError):
+        return []
+    return [p for p in items if isinstance(p, str)][:MAX_RECENT]
+
+
+def add_recent(model: str, path: Path | None = None) -> list[str]:
+    """Put `model` first; written atomically (a crash never leaves half a file)."""
+    file = path or recent_file()
+    items = [model, *[p for p in load_recent(file) if p != model]][:MAX_RECENT]
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(items, indent=1))
+    os.replace(tmp, file)
+    return items

@@ -1,0 +1,73 @@
+"""A bar above the composer for what the user must see now: errors, and undo offers.
+
+Errors that belong to one answer are shown on that answer; this bar is for the rest (a model
+that will not load, a database problem, a cancelled load). Every message says what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
+
+_STYLES = {
+    "error": "QFrame#noticeBar { background: #fdecea; border: 1px solid #f5c2c0; }",
+    "info": "QFrame#noticeBar { background: #eef5ee; border: 1px solid #c5dec5; }",
+}
+
+
+class QtNoticeBar(QFrame):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("noticeBar")
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.action = QPushButton()
+        self.action.setVisible(False)
+        self.close_button = QToolButton()
+        self.close_button.setText("✕")
+        self.close_button.setAutoRaise(True)
+        self.close_button.clicked.connect(self.dismiss)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(8, 4, 4, 4)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.action)
+        layout.addWidget(self.close_button)
+        self.kind = ""
+        self._callback: Callable[[], None] | None = None
+        self.action.clicked.connect(self._act)
+        self.setVisible(False)
+
+    @property
+    def text(self) -> str:
+        return self.label.text() if self.isVisible() else ""
+
+    def show_error(self, text: str) -> None:
+        self._show("error", text, "", None)
+
+    def show_info(self, text: str, action: str = "",
+                  callback: Callable[[], None] | None = None) -> None:
+        self._show("info", text, action, callback)
+
+    def _show(self, kind: str, text: str, action: str,
+              callback: Callable[[], None] | None) -> None:
+        self.kind = kind
+        self.setStyleSheet(_STYLES[kind])
+        self.label.setText(text)
+        self.action.setText(action)
+        self.action.setVisible(bool(action))
+        self._callback = callback
+        self.setVisible(True)
+
+    def dismiss(self) -> None:
+        self.setVisible(False)
+        self.kind = ""
+        self._callback = None
+
+    def _act(self) -> None:
+        callback = self._callback
+        self.dismiss()
+        if callback is not None:
+            callback()

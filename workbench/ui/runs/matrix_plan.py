@@ -1,0 +1,56 @@
+"""A bench matrix from the window's presets: arm names, the base, the plan (Qt-free).
+
+The base is the bench's own (greedy, raw text) with the open model and the dialog's tokens to
+generate; each stored preset's settings override it, as presets do on the command line.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from workbench import paths
+from workbench.bench.arms import Preset as Arm
+from workbench.bench.matrix import MatrixPlan, default_base
+from workbench.config import RENAMED, Config
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def arm_name(name: str, taken: set[str]) -> str:
+    """A preset name made safe for run file names ("fast cache" -> "fast-cache"), unique."""
+    base = _UNSAFE.sub("-", name).strip("-._") or "preset"
+    if not base[0].isalnum():
+        base = "p" + base
+    out, n = base, 2
+    while out in taken:
+        out, n = f"{base}-{n}", n + 1
+    taken.add(out)
+    return out
+
+
+def matrix_base(current: Config, tokens: int) -> Config:
+    return default_base().replace(model=current.model, n_predict=tokens)
+
+
+def arms_from_presets(presets: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Arm]:
+    taken: set[str] = set()
+    return [Arm(arm_name(name, taken), {RENAMED.get(k, k): v for k, v in settings.items()})
+            for name, settings in presets]
+
+
+def default_out_dir() -> Path:
+    return paths.data_dir() / "bench" / time.strftime("matrix-%Y%m%d-%H%M%S")
+
+
+def build_plan(presets: Sequence[tuple[str, Mapping[str, Any]]], prompts: list[str],
+               current: Config, *, tokens: int = 256, repeats: int = 5, warmup: bool = True,
+               order: str = "abab", fresh_process: bool = False,
+               out_dir: Path | None = None) -> MatrixPlan:
+    """The plan; `plan.configs()` (called by run_matrix first) validates every arm."""
+    return MatrixPlan(arms_from_presets(presets), prompts, out_dir or default_out_dir(),
+                      base=matrix_base(current, tokens), repeats=repeats, warmup=warmup,
+                      order=order, fresh_process=fresh_process)

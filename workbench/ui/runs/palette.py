@@ -1,0 +1,15 @@
+"""Run colours: distinguishable on white, the same run keeps its colour across the views."""
+
+from __future__ import annotations
+
+COLOURS: tuple[str, ...] = (
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+    "#7f7f7f", "#bcbd22",
+)
+
+LEGEND_TEXT = "#222"
+LEGEND_BACK = (255, 255, 255, 200)  # legends sit on the curves: a light veil keeps them legible
+
+
+def colour(i: int) -> str:
+    return COLOURS[i % len(COLOURS)]

@@ -1,0 +1,77 @@
+"""The compare view: overlay plots, the summary table with the configuration difference, and
+the correlate view, for two or more runs.
+
+`await view.compare(runs)` draws the table's bootstrap intervals on a worker thread (2000
+resamples per figure and arm) and fills the tabs; `show_runs(runs, table)` fills them with a table
+computed elsewhere (the bench matrix's, whose arms hold repeats).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
+
+from workbench.bench.compare import Arm, CompareTable, compare_arms
+from workbench.ui.runs.entries import LoadedRun
+from workbench.ui.runs.qt_config_diff import QtConfigDiff
+from workbench.ui.runs.qt_correlate_view import QtCorrelateView
+from workbench.ui.runs.qt_overlay_plot import QtOverlayPlot
+from workbench.ui.runs.qt_summary_table import QtSummaryTable
+
+EMPTY = "Pick two or more runs in the list and press Compare."
+
+
+def table_for(runs: list[LoadedRun], resamples: int = 2000) -> CompareTable:
+    """One arm per run, labelled as the list labels it (blocking: bootstrap draws)."""
+    arms = [Arm(run.label, [run.figures()]) for run in runs]
+    return compare_arms(arms, resamples=resamples)
+
+
+class QtCompareView(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.runs: list[LoadedRun] = []
+        self.table: CompareTable | None = None
+        self.note = QLabel(EMPTY)
+        self.note.setWordWrap(True)
+        self.overlay = QtOverlayPlot()
+        self.summary = QtSummaryTable()
+        self.config_diff = QtConfigDiff()
+        self.methods = QLabel()
+        self.methods.setWordWrap(True)
+        self.methods.setStyleSheet("color: #555; font-size: 11px;")
+        summary_page = QWidget()
+        column = QVBoxLayout(summary_page)
+        column.addWidget(self.summary, 3)
+        column.addWidget(self.methods)
+        column.addWidget(QLabel("<b>Configuration difference</b>"))
+        column.addWidget(self.config_diff, 2)
+        self.correlate = QtCorrelateView()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.overlay, "Overlay")
+        self.tabs.addTab(summary_page, "Summary")
+        self.tabs.addTab(self.correlate, "Correlate")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.note)
+        layout.addWidget(self.tabs, 1)
+
+    async def compare(self, runs: list[LoadedRun]) -> CompareTable:
+        self.note.setText(f"Comparing {len(runs)} runs…")
+        table = await asyncio.get_running_loop().run_in_executor(None, table_for, runs)
+        self.show_runs(runs, table)
+        return table
+
+    def show_runs(self, runs: list[LoadedRun], table: CompareTable) -> None:
+        self.runs, self.table = list(runs), table
+        arms = ", ".join(f"{a.label} ({len(a.runs)} run{'s' if len(a.runs) != 1 else ''})"
+                         for a in table.arms)
+        self.note.setText(f"{len(table.arms)} arms: {arms}. Ratios are to {table.arms[0].label}; "
+                          f"brackets are {100 * table.level:g} % intervals, * marks an interval "
+                          "that excludes 1.")
+        self.overlay.set_runs(self.runs)
+        self.summary.set_table(table)
+        self.config_diff.set_table(table)
+        self.methods.setText("Intervals: " + "; ".join(table.methods))
+        self.correlate.set_runs(self.runs)

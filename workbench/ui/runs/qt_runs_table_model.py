@@ -1,0 +1,84 @@
+"""The runs list's table: one row per RunEntry, sortable by any column."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+
+from workbench.ui.runs.entries import RunEntry
+
+MISSING = "—"
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("label", "Run"), ("created_at", "When"), ("model", "Model"), ("kind", "Kind"),
+    ("n_tokens", "Tokens"), ("tok_s", "tok/s"), ("ttft_s", "TTFT s"),
+)
+_Index = QModelIndex | QPersistentModelIndex
+
+
+def cell_text(entry: RunEntry, key: str) -> str:
+    value = getattr(entry, key)
+    if key == "created_at":
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(value))
+    if isinstance(value, float):
+        return MISSING if math.isnan(value) else f"{value:.2f}"
+    return str(value)
+
+
+def sort_key(entry: RunEntry, key: str) -> Any:
+    value = getattr(entry, key)
+    if isinstance(value, float) and math.isnan(value):
+        return (1, 0.0)  # unmeasured sorts last either way round
+    return (0, value)
+
+
+class RunsTableModel(QAbstractTableModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: list[RunEntry] = []
+
+    def set_entries(self, entries: list[RunEntry]) -> None:
+        self.beginResetModel()
+        self.entries = list(entries)
+        self.endResetModel()
+
+    def entry(self, row: int) -> RunEntry:
+        return self.entries[row]
+
+    def row_of(self, key: str) -> int:
+        return next((i for i, e in enumerate(self.entries) if e.key == key), -1)
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.entries)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        entry, key = self.entries[index.row()], COLUMNS[index.column()][0]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return cell_text(entry, key)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return entry.path or f"stored run {entry.run_id}"
+        if role == Qt.ItemDataRole.TextAlignmentRole and key in ("n_tokens", "tok_s", "ttft_s"):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.UserRole:
+            return entry.key
+        return None
+
+    def headerData(self, section: int, orientation: Qt.Orientation,
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section][1]
+        return None
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        key = COLUMNS[column][0]
+        self.beginResetModel()
+        self.entries.sort(key=lambda e: sort_key(e, key),
+                          reverse=order == Qt.SortOrder.DescendingOrder)
+        self.endResetModel()

@@ -1,0 +1,54 @@
+"""Render the window after a real chat: the README's pictures, made by the app itself."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+
+from workbench.ui.main_window import QtMainWindow
+
+
+async def chat(window: QtMainWindow, prompts: Sequence[str]) -> None:
+    """A new conversation with these prompts, each answered in full."""
+    await window.conversations.open(None)
+    for prompt in prompts:
+        await window.chat.send(prompt)
+
+
+async def settle(window: QtMainWindow) -> None:
+    """Let timers render pending text and plots, and layouts settle."""
+    for _ in range(3):
+        await asyncio.sleep(0.15)
+        QApplication.processEvents()
+    for widget in window.chat_view.messages:
+        widget.flush()
+    window.telemetry.repaint()
+    window.telemetry.headline_row.show_headline(window.telemetry.headline.value)
+
+
+async def take_screenshot(window: QtMainWindow, out: Path, chats: Sequence[Sequence[str]],
+                          size: tuple[int, int]) -> None:
+    window.resize(*size)
+    if window.chat.model is None:
+        raise RuntimeError("no model loaded; the screenshot needs a real chat")
+    for prompts in chats:
+        await chat(window, prompts)
+    await window.conversations.refresh()
+    last = window.chat_view.messages[-1]
+    # Show the token view's link: pick a token and highlight it on every plot.
+    x0 = last.shown.stats.get("x_start")
+    if isinstance(x0, int):
+        window.telemetry.highlight(x0 + 5)
+    await settle(window)
+    window.chat_view.follow_tail()
+    await settle(window)
+    pixmap = window.grab()
+    if pixmap.width() > 1600:
+        pixmap = pixmap.scaledToWidth(1600, Qt.TransformationMode.SmoothTransformation)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not pixmap.save(str(out), "PNG"):
+        raise OSError(f"could not write {out}")

@@ -1,0 +1,61 @@
+"""What the panel shows for a pending config against the applied one (Qt-free).
+
+The panel is a pure function of (current, pending, SETTINGS): which settings are inert and
+why, which problems validate() finds and under which setting, what changed, and whether
+applying must reopen the model (the load-scope signature differs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from workbench.config import (
+    BY_NAME,
+    SETTINGS,
+    Config,
+    format_value,
+    inactive_reason,
+    signature,
+    validate,
+)
+
+REOPEN_TEXT = "Apply reopens the model"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    pending: Config
+    problems: dict[str, list[str]] = field(default_factory=dict)  # setting -> messages
+    inactive: dict[str, str] = field(default_factory=dict)  # setting -> why it is disabled
+    changed: tuple[str, ...] = ()  # settings whose pending value differs from the applied one
+    reopen: bool = False  # the load-scope signature differs: applying reopens the model
+
+    @property
+    def can_apply(self) -> bool:
+        return not self.problems and bool(self.changed)
+
+    @property
+    def problem_count(self) -> int:
+        return sum(len(v) for v in self.problems.values())
+
+
+def evaluate(current: Config, pending: Config) -> Evaluation:
+    problems: dict[str, list[str]] = {}
+    for p in validate(pending):
+        # A problem names a declared setting; anything else is shown under the first row.
+        key = p.setting if p.setting in BY_NAME else SETTINGS[0].name
+        problems.setdefault(key, []).append(p.message)
+    inactive = {s.name: why for s in SETTINGS if (why := inactive_reason(s, pending))}
+    changed = tuple(s.name for s in SETTINGS
+                    if getattr(pending, s.name) != getattr(current, s.name))
+    return Evaluation(pending, problems, inactive, changed,
+                      signature(pending) != signature(current))
+
+
+def changes_text(config: Config) -> list[str]:
+    """The config as its differences from the defaults, one "Label: value" line each."""
+    out = []
+    for name, value in config.diff_from_defaults().items():
+        s = BY_NAME[name]
+        out.append(f"{s.label}: {format_value(s, value, unit=True)}")
+    return out

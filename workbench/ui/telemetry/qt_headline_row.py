@@ -1,0 +1,35 @@
+"""The row of headline numbers above the plots (refreshed by its own slow timer)."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
+
+from workbench.ui.telemetry.headline import Headline
+
+
+class QtHeadlineRow(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        self.values: dict[str, QLabel] = {}
+        for label, text in Headline().items():
+            name = QLabel(label)
+            name.setStyleSheet("color: #777; font-size: 11px;")
+            value = QLabel(text)
+            value.setStyleSheet("font-size: 15px; font-weight: bold;")
+            value.setObjectName(f"headline_{label}")
+            box = QWidget()
+            col = QHBoxLayout(box)
+            col.setContentsMargins(0, 0, 12, 0)
+            col.addWidget(name)
+            col.addWidget(value)
+            layout.addWidget(box)
+            self.values[label] = value
+        layout.addStretch(1)
+
+    def show_headline(self, headline: Headline) -> None:
+        for label, text in headline.items():
+            widget = self.values[label]
+            if widget.text() != text:
+                widget.setText(text)

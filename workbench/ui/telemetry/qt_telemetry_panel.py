@@ -1,0 +1,346 @@
+"""The live plots: one ring buffer, eight linked plots, a repaint timer, hover and highlight.
+
+Tokens only append rows to the ring buffer and set a dirty flag. The repaint timer (<= 30 Hz)
+hands the plots views of the buffer; the headline row has its own 2 Hz timer. Nothing here
+takes a timestamp: x is the token index, and every time comes from the engine's metrics.
+Panning or zooming a plot stops following the newest tokens; "Follow" resumes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QGraphicsItem,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.ui.telemetry.headline import HeadlineTracker
+from workbench.ui.telemetry.qt_headline_row import QtHeadlineRow
+from workbench.ui.telemetry.ring_buffer import RingBuffer
+from workbench.ui.telemetry.series import COLUMNS, PLOTS, metrics_getter, readout, row_values
+from workbench.ui.telemetry.view_range import follow_x_range, y_ceiling
+
+# The timer ticks at 20 Hz and each tick repaints one column of plots, so every plot moves
+# 10 times a second. Each frame costs the UI thread CPU that the engine's threads would
+# otherwise get (bench ui measures it); 10 Hz still reads as live.
+REPAINT_MS = 50
+HEADLINE_MS = 500  # numbers people read: twice a second is plenty
+CAPACITY = 32768  # tokens kept for the plots (a conversation's worth; 2 x 32k x 20 doubles)
+MAX_TURN_MARKERS = 200
+
+
+class QtTelemetryPanel(QWidget):
+    follow_changed = Signal(bool)
+    headline_updated = Signal(object)  # Headline, at most twice a second
+
+    def __init__(self, parent: QWidget | None = None, capacity: int = CAPACITY) -> None:
+        super().__init__(parent)
+        pg.setConfigOptions(antialias=False, background="w", foreground="#444")
+        self.ring = RingBuffer(capacity, COLUMNS)
+        self.headline = HeadlineTracker()
+        self.next_x = 0
+        self.turn = -1
+        self.repaints = 0  # how many times the plots were given new data (tests, bench)
+        self._dirty = False
+        self.following = True
+        self._turn_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
+        self._highlight: list[Any] = []
+        self.highlighted_x: int | None = None
+
+        self.headline_row = QtHeadlineRow()
+        self.follow_button = QPushButton("Follow newest")
+        self.follow_button.setEnabled(False)
+        self.follow_button.clicked.connect(lambda: self.set_following(True))
+        self.readout = QLabel("Hover a plot to read a token's values")
+        self.readout.setStyleSheet("color: #555; font-size: 11px;")
+        self.readout.setWordWrap(True)
+        tools = QHBoxLayout()
+        tools.addWidget(self.readout, 1)
+        tools.addWidget(self.follow_button)
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.plots: dict[str, pg.PlotItem] = {}
+        self.curves: list[tuple[pg.PlotDataItem, int]] = []
+        self._plot_columns: dict[str, list[int]] = {}
+        self._empty_labels: dict[str, pg.TextItem] = {}
+        self._plot_curves: dict[str, list[tuple[pg.PlotDataItem, int]]] = {}
+        self._stale: set[str] = set()  # plots whose curves lag behind the ring buffer
+        self._tick_count = 0
+        self._ranges: dict[str, tuple[float, float]] = {}  # what each axis was last set to
+        self._build_plots()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.headline_row)
+        layout.addLayout(tools)
+        layout.addWidget(self.graphics, 1)
+
+        self._repaint_timer = QTimer(self)
+        self._repaint_timer.setInterval(REPAINT_MS)
+        self._repaint_timer.timeout.connect(self._tick)
+        self._repaint_timer.start()
+        self._headline_timer = QTimer(self)
+        self._headline_timer.setInterval(HEADLINE_MS)
+        self._headline_timer.timeout.connect(self._show_headline)
+        self._headline_timer.start()
+        self._hover_proxy = pg.SignalProxy(
+            self.graphics.scene().sigMouseMoved, rateLimit=20, slot=self._hover)
+
+    def _build_plots(self) -> None:
+        first: pg.PlotItem | None = None
+        for i, spec in enumerate(PLOTS):
+            plot = self.graphics.addPlot(row=i // 2, col=i % 2)
+            plot.setTitle(f"{spec.title} ({spec.unit})", size="9pt")
+            plot.showGrid(x=True, y=True, alpha=0.2)
+            bottom_row = i >= len(PLOTS) - 2
+            plot.setMenuEnabled(False)
+            plot.getAxis("left").setWidth(42)
+            if not bottom_row:
+                # x ticks only under the bottom row: each x axis is re-laid out whenever the
+                # (linked) x range pages forward, and eight of them cost a visible hitch.
+                plot.hideAxis("bottom")
+            for side in ("left", "bottom"):
+                # Cached as pixmaps: a frame that only moves curves blits the axes.
+                plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+            plot.disableAutoRange()  # ranges move in steps (view_range.py), not every frame
+            plot.setYRange(0, 1, padding=0)
+            if len(spec.curves) > 1:
+                plot.addLegend(offset=(-4, 4), labelTextSize="7pt", verSpacing=-6,
+                               brush=pg.mkBrush(255, 255, 255, 190))
+            empty = pg.TextItem("not measured (needs expert streaming)", color="#999",
+                                anchor=(0.5, 0.5))
+            empty.setParentItem(plot.getViewBox())
+            self._empty_labels[spec.key] = empty
+            if first is None:
+                first = plot
+            else:
+                plot.setXLink(first)
+            plot.getViewBox().sigRangeChangedManually.connect(self._user_moved)
+            plot.getViewBox().sigXRangeChanged.connect(self._x_moved)
+            for curve in spec.curves:
+                pen = pg.mkPen(curve.colour, width=1.2)
+                # PlotCurveItem rather than PlotDataItem: the panel already hands it only the
+                # visible tokens, and the lighter item halves the Python work per frame.
+                item = pg.PlotCurveItem(name=curve.name)
+                item.setPen(pen)
+                item.setData([], [], connect="finite")  # NaN (unmeasured) breaks the line: a gap
+                if curve.fill:
+                    colour = QColor(curve.colour)
+                    colour.setAlpha(150)
+                    item.setFillLevel(0.0)
+                    item.setBrush(colour)
+                plot.addItem(item)
+                self.curves.append((item, self.ring.index[curve.column]))
+                self._plot_curves.setdefault(spec.key, []).append(self.curves[-1])
+            self._plot_columns[spec.key] = [self.ring.index[c.column] for c in spec.curves]
+            self.plots[spec.key] = plot
+
+    # ---- data in ------------------------------------------------------------------------------
+
+    def begin_turn(self) -> int:
+        """A new generation starts at the next x; marks the boundary on every plot."""
+        self.turn += 1
+        self.headline.begin_turn()
+        if self.next_x > 0:
+            for plot in self.plots.values():
+                pen = pg.mkPen("#bbbbbb", style=Qt.PenStyle.DashLine)
+                line = pg.InfiniteLine(self.next_x - 0.5, angle=90, pen=pen)
+                plot.addItem(line)
+                self._turn_lines.append((plot, line))
+            while len(self._turn_lines) > MAX_TURN_MARKERS * len(self.plots):
+                plot, line = self._turn_lines.pop(0)
+                plot.removeItem(line)
+        return self.next_x
+
+    def append(self, metrics: Any) -> int:
+        """One token's row (TokenMetrics or a stored dict); returns its x. Cheap: no painting."""
+        x = self.next_x
+        self.ring.append(row_values(metrics_getter(metrics), x, self.turn))
+        self.next_x += 1
+        self._dirty = True
+        if not isinstance(metrics, dict):
+            self.headline.on_token(metrics)
+        return x
+
+    def load_turns(self, turns: Iterable[list[dict[str, Any]]]) -> list[int]:
+        """Replace everything with stored runs (one list of token rows per turn); returns each
+        turn's first x."""
+        self.clear()
+        starts = []
+        for rows in turns:
+            starts.append(self.begin_turn())
+            for row in rows:
+                self.append(row)
+        self.repaint()
+        return starts
+
+    def clear(self) -> None:
+        self.ring.clear()
+        self.next_x = 0
+        self.turn = -1
+        for plot, line in self._turn_lines:
+            plot.removeItem(line)
+        self._turn_lines.clear()
+        self._clear_highlight()
+        for item, _ in self.curves:
+            item.setData([], [])
+        self.headline = HeadlineTracker()
+        self.set_following(True)
+
+    # ---- painting -----------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        """Timer: half of the plots per tick, alternating columns, so no single frame pays
+        for all eight (each plot still updates at up to 15 Hz)."""
+        if self._dirty:
+            self._stale = set(self.plots)
+            self._dirty = False
+        if not self._stale or not self.graphics.isVisible():
+            return  # a hidden or detached-and-closed dock costs nothing; showEvent catches up
+        column = self._tick_count % 2
+        self._tick_count += 1
+        due = [key for i, key in enumerate(self.plots) if i % 2 == column and key in self._stale]
+        if due:
+            self._paint(due)
+
+    def repaint(self) -> None:
+        """Give every plot its newest data now (tests, screenshots, the end of a turn)."""
+        if self._dirty:
+            self._stale = set(self.plots)
+            self._dirty = False
+        if self._stale:
+            self._paint(list(self._stale))
+
+    def _paint(self, keys: list[str]) -> None:
+        data = self.ring.view()
+        x = data[:, 0]
+        if self.following and len(x):
+            lo, hi = follow_x_range(x[0], x[-1])
+            self._set_range("x", self.plots["wall"], lo, hi)  # the others are linked
+        else:
+            lo, hi = self.plots["wall"].getViewBox().viewRange()[0]
+        # Only what is visible (plus a margin for panning): each frame then costs O(window),
+        # not O(history). A pan or zoom marks the plots stale and re-slices.
+        margin = (hi - lo) / 2
+        first = max(0, int(np.searchsorted(x, lo - margin)) - 1)
+        last = int(np.searchsorted(x, hi + margin)) + 1
+        view = data[first:last]
+        for key in keys:
+            self._stale.discard(key)
+            label = self._empty_labels[key]
+            measured = any(np.isfinite(view[:, col]).any() for col in self._plot_columns[key])
+            label.setVisible(len(view) > 0 and not measured)
+            box = self.plots[key].getViewBox().boundingRect()
+            label.setPos(box.center())
+            for item, col in self._plot_curves[key]:
+                y = view[:, col]
+                if not np.isfinite(y).any():
+                    # Unmeasured (e.g. streaming fields without streaming): a gap, and no
+                    # need to hand pyqtgraph hundreds of NaNs every frame.
+                    if item.xData is not None and len(item.xData):
+                        item.setData([], [])
+                    continue
+                item.setData(view[:, 0], y)
+            if self.following and len(x):
+                top = y_ceiling([view[:, col] for col in self._plot_columns[key]])
+                self._set_range(key, self.plots[key], 0.0, top)
+        self.repaints += 1
+
+    def _set_range(self, key: str, plot: pg.PlotItem, lo: float, hi: float) -> None:
+        if self._ranges.get(key) == (lo, hi):
+            return  # an unchanged axis is not re-laid out or re-drawn
+        self._ranges[key] = (lo, hi)
+        if key == "x":
+            plot.setXRange(lo, hi, padding=0)
+        else:
+            plot.setYRange(lo, hi, padding=0)
+
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        self._dirty = True  # catch up on what arrived while hidden
+
+    def _show_headline(self) -> None:
+        self.headline_row.show_headline(self.headline.value)
+        self.headline_updated.emit(self.headline.value)
+
+    def show_summary(self, summary: Any) -> None:
+        self.headline.on_summary(summary)
+        self._show_headline()
+
+    # ---- interaction --------------------------------------------------------------------------
+
+    def set_following(self, follow: bool) -> None:
+        changed = follow != self.following
+        self.following = follow
+        self.follow_button.setEnabled(not follow)
+        if follow:
+            self._dirty = True
+            self._ranges.clear()
+        if changed:
+            self.follow_changed.emit(follow)
+
+    def _user_moved(self, *_: Any) -> None:
+        self.set_following(False)
+
+    def _x_moved(self, *_: Any) -> None:
+        if not self.following:
+            self._dirty = True  # the visible slice changed
+
+    def row_at(self, x: int) -> np.ndarray | None:
+        data = self.ring.view()
+        if not len(data):
+            return None
+        i = int(x - data[0, 0])
+        return data[i] if 0 <= i < len(data) else None
+
+    def _hover(self, event: tuple[Any, ...]) -> None:
+        pos = event[0]
+        for plot in self.plots.values():
+            if plot.sceneBoundingRect().contains(pos):
+                x = plot.getViewBox().mapSceneToView(pos).x()
+                row = self.row_at(round(x))
+                if row is not None:
+                    self.readout.setText(readout(row, self.ring.index))
+                return
+
+    def highlight(self, x: int) -> None:
+        """Mark token x on every plot (a clicked token in the chat), bringing it into view."""
+        self._clear_highlight()
+        row = self.row_at(x)
+        if row is None:
+            return
+        self.highlighted_x = x
+        pen = pg.mkPen("#d50000", width=1.5)
+        for plot in self.plots.values():
+            line = pg.InfiniteLine(x, angle=90, pen=pen)
+            plot.addItem(line)
+            self._highlight.append((plot, line))
+        for item, col in self.curves:
+            value = row[col]
+            if math.isnan(value):
+                continue
+            plot = next(p for p in self.plots.values() if item in p.items)
+            dot = pg.ScatterPlotItem([x], [value], size=9, brush=pg.mkBrush("#d50000"))
+            plot.addItem(dot)
+            self._highlight.append((plot, dot))
+        self.readout.setText(readout(row, self.ring.index))
+        self.set_following(False)
+        view = self.plots["wall"].getViewBox().viewRange()[0]
+        if not view[0] <= x <= view[1]:
+            half = max(8.0, (view[1] - view[0]) / 2)
+            self.plots["wall"].setXRange(x - half, x + half, padding=0)
+
+    def _clear_highlight(self) -> None:
+        for plot, item in self._highlight:
+            plot.removeItem(item)
+        self._highlight.clear()
+        self.highlighted_x = None
