@@ -2,6 +2,7 @@
 // Deliberately shares no code with the streamer's reader, so it measures the device, not us: the
 // same byte ranges, the same number of threads, plain preads pulled from a shared counter.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -29,12 +30,16 @@ extern "C" int32_t wb_iobench(const char * path, const uint64_t * offsets, const
         for (int32_t lane = 0; lane < (lanes > 0 ? lanes : 1); ++lane) {
             threads.emplace_back([&] {
                 const int fd = ::open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-                void * buf = nullptr;
-                if (fd < 0 || posix_memalign(&buf, kAlign, buf_size) != 0) {
+                // Anonymous memory like the streamer's regions (huge pages where the kernel gives
+                // them), so both sides pay the same per-page cost of direct I/O.
+                void * buf = mmap(nullptr, buf_size, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                if (fd < 0 || buf == MAP_FAILED) {
                     failed = true;
                     if (fd >= 0) ::close(fd);
                     return;
                 }
+                madvise(buf, buf_size, MADV_HUGEPAGE);
                 for (uint64_t i = next++; i < n; i = next++) {
                     const uint64_t a = offsets[i] & ~(kAlign - 1);
                     const uint64_t b = (offsets[i] + sizes[i] + kAlign - 1) & ~(kAlign - 1);
@@ -42,7 +47,7 @@ extern "C" int32_t wb_iobench(const char * path, const uint64_t * offsets, const
                     if (got <= 0) { failed = true; break; }
                     bytes += static_cast<uint64_t>(got);
                 }
-                std::free(buf);
+                munmap(buf, buf_size);
                 ::close(fd);
             });
         }
