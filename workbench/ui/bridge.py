@@ -146,9 +146,19 @@ class EngineBridge:
     async def reset_conversation(self) -> None:
         await self._call(lambda: self._require().reset_conversation())
 
-    async def apply_request_settings(self, config: Config) -> None:
-        """Per-request settings only; raises SessionError if a load-time one changed."""
-        await self._call(lambda: self._require().apply_request_settings(config))
+    async def apply_request_settings(self, config: Config) -> LoadedModel:
+        """Per-request settings only; raises SessionError if a load-time one changed.
+
+        Returns the open model as it now is: its config and run info carry the new settings,
+        so the next run is recorded with what it actually ran with.
+        """
+
+        def job() -> LoadedModel:
+            session = self._require()
+            session.apply_request_settings(config)
+            return _describe(session)
+
+        return await self._call(job)
 
     async def kv_tokens(self) -> int:
         """Tokens the context holds now (for the context gauge)."""

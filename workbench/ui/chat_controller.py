@@ -45,10 +45,12 @@ class ChatController:
         self, bridge: EngineBridge, db: AsyncStore, chat: QtChatView, composer: QtComposer,
         telemetry: QtTelemetryPanel, status: QtStatusBar, config: Config,
         on_conversations_changed: Callable[[], None] = lambda: None,
+        on_turn_finished: Callable[[], None] = lambda: None,
     ) -> None:
         self.bridge, self.db, self.chat, self.composer = bridge, db, chat, composer
         self.telemetry, self.status, self.config = telemetry, status, config
         self.on_conversations_changed = on_conversations_changed
+        self.on_turn_finished = on_turn_finished  # a new run is stored (the runs list shows it)
         self.model: LoadedModel | None = None
         self.conversation_id: int | None = None
         self.path: list[Message] = []
@@ -70,6 +72,20 @@ class ChatController:
         self.composer.set_ready(True)
         self.composer.gauge.set_usage(self._used_from_path(), model.n_ctx)
         self.status.set_context(self.composer.gauge.used, model.n_ctx)
+
+    def settings_changed(self, model: LoadedModel) -> None:
+        """Per-request settings changed on the open session: the next turn uses them.
+
+        The composer is left alone: this may land while an answer streams.
+        """
+        self.model, self.config = model, model.config
+
+    @property
+    def last_answer_id(self) -> int | None:
+        """The answer that ends the branch on screen (what "re-run this turn" answers again)."""
+        if self.path and self.path[-1].role == "assistant":
+            return self.path[-1].id
+        return None
 
     # ---- conversations ------------------------------------------------------------------------
 
@@ -302,6 +318,7 @@ class ChatController:
         self.status.set_state("idle")
         self.turns_done += 1
         self.on_conversations_changed()
+        self.on_turn_finished()
 
     async def _kv_used(self) -> int:
         try:

@@ -1,8 +1,11 @@
-"""The main window: conversations (left), chat (centre), telemetry (a detachable dock), status bar.
+"""The main window: conversations (left), chat (centre), docks for live telemetry, settings and
+runs (tabbed on the right, each detachable), status bar.
 
 The window wires widgets to the chat and conversation controllers and runs model loading; all
 of its work is coroutines spawned through `Tasks`, so a failure shows up in the notice bar
 instead of vanishing. Construct it with a bridge and a database worker (tests pass their own).
+Applying settings is the window's job: load-time changes go through the same load path as
+File > Open model, per-request ones go to the open session on the engine thread.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
-from workbench.config import Config
+from workbench.config import Config, signature
 from workbench.engine.chat.think import ThinkControl, think_control_note
 from workbench.engine.session import SessionError
 from workbench.ui.bridge import EngineBridge, LoadCancelled, LoadedModel
@@ -37,10 +40,17 @@ from workbench.ui.models.qt_model_picker import QtModelPicker
 from workbench.ui.models.recent import add_recent
 from workbench.ui.qt_notice_bar import QtNoticeBar
 from workbench.ui.qt_status_bar import QtStatusBar
+from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog
+from workbench.ui.runs.qt_runs_page import QtRunsPage
+from workbench.ui.settings.qt_settings_page import QtSettingsPage
 from workbench.ui.tasks import Tasks
 from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
 
 SHUTDOWN_GRACE_S = 10.0
+STATUS_NOTE_MS = 5000  # how long a transient status-bar note stays
+_DOCK_FEATURES = (QDockWidget.DockWidgetFeature.DockWidgetMovable
+                  | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+                  | QDockWidget.DockWidgetFeature.DockWidgetClosable)
 
 
 class QtMainWindow(QMainWindow):
@@ -54,6 +64,8 @@ class QtMainWindow(QMainWindow):
         self.tasks = Tasks(on_error=self._background_error)
         self.loading = False
         self.closed = asyncio.Event()
+        # One settings change at a time: a second Apply waits for the first's reload to end.
+        self._applying = asyncio.Lock()
 
         self.conversation_list = QtConversationList()
         self.chat_view = QtChatView()
@@ -73,13 +85,15 @@ class QtMainWindow(QMainWindow):
         splitter.setSizes([230, 700])
         self.setCentralWidget(splitter)
         self.telemetry = QtTelemetryPanel()
-        self.telemetry_dock = QDockWidget("Live telemetry", self)
-        self.telemetry_dock.setObjectName("telemetryDock")
-        self.telemetry_dock.setWidget(self.telemetry)
-        self.telemetry_dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
-                                        | QDockWidget.DockWidgetFeature.DockWidgetFloatable
-                                        | QDockWidget.DockWidgetFeature.DockWidgetClosable)
+        self.telemetry_dock = self._dock("Live telemetry", "telemetryDock", self.telemetry)
+        self.settings_page = QtSettingsPage(config, db.call)
+        self.settings_dock = self._dock("Settings", "settingsDock", self.settings_page)
+        self.runs_page = QtRunsPage(db.call, config)
+        self.runs_dock = self._dock("Runs", "runsDock", self.runs_page)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.telemetry_dock)
+        self.tabifyDockWidget(self.telemetry_dock, self.settings_dock)
+        self.tabifyDockWidget(self.settings_dock, self.runs_dock)
+        self.telemetry_dock.raise_()  # live telemetry is the tab in front while chatting
         self.resizeDocks([self.telemetry_dock], [620], Qt.Orientation.Horizontal)
         self.status = QtStatusBar()
         self.setStatusBar(self.status)
@@ -88,6 +102,7 @@ class QtMainWindow(QMainWindow):
             bridge, db, self.chat_view, self.composer, self.telemetry, self.status, config,
             on_conversations_changed=lambda: self.tasks.spawn(
                 self.conversations.refresh(), name="refresh-list"),
+            on_turn_finished=self._refresh_runs,
         )
         self.conversations = ConversationsController(
             db, self.conversation_list, self.notice, self.chat.open_conversation,
@@ -97,6 +112,13 @@ class QtMainWindow(QMainWindow):
         self._build_menus()
         self.setAcceptDrops(True)
         self.chat.model_ready(None)
+
+    def _dock(self, title: str, name: str, widget: QWidget) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        dock.setFeatures(_DOCK_FEATURES)
+        return dock
 
     # ---- wiring -------------------------------------------------------------------------------
 
@@ -111,6 +133,9 @@ class QtMainWindow(QMainWindow):
         self.chat_view.token_clicked.connect(self.telemetry.highlight)
         self.telemetry.headline_updated.connect(self._live_rate)
         self.status.cancel_load_requested.connect(self.bridge.cancel_open)
+        self.settings_page.applied.connect(
+            lambda config, reopen: spawn(self.apply_settings(config, reopen)))
+        self.settings_page.rerun_with.connect(lambda config: spawn(self.rerun_with(config)))
         stop = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
         stop.setContext(Qt.ShortcutContext.WindowShortcut)
         stop.activated.connect(self.chat.stop)
@@ -134,6 +159,13 @@ class QtMainWindow(QMainWindow):
         self._action(chat_menu, "&Stop answer", "", self.chat.stop)
         view_menu = self.menuBar().addMenu("&View")
         view_menu.addAction(self.telemetry_dock.toggleViewAction())
+        # "Show", not a toggle: a dock behind another tab is open but unseen, and a toggle
+        # would close it instead of bringing it to the front.
+        self._action(view_menu, "&Settings", "Ctrl+,", lambda: self.show_dock(self.settings_dock))
+        self._action(view_menu, "&Runs", "", lambda: self.show_dock(self.runs_dock))
+        tools_menu = self.menuBar().addMenu("&Tools")
+        self._action(tools_menu, "Bench &matrix…", "",
+                     lambda: spawn(self.open_bench_matrix(), name="bench-matrix"))
 
     def _action(self, menu, text: str, shortcut: str, slot) -> QAction:
         action = menu.addAction(text)
@@ -156,12 +188,27 @@ class QtMainWindow(QMainWindow):
     def copy_chat(self) -> None:
         QGuiApplication.clipboard().setText(self.chat_view.transcript())
 
+    def show_dock(self, dock: QDockWidget) -> None:
+        dock.show()
+        dock.raise_()
+
+    async def open_bench_matrix(self) -> QtMatrixDialog:
+        self.show_dock(self.runs_dock)  # the matrix's runs land in this list when it finishes
+        return await self.runs_page.open_matrix_dialog()
+
+    def _refresh_runs(self) -> None:
+        # Same name as the page's own filter refresh: the latest listing wins.
+        self.runs_page.tasks.spawn(self.runs_page.refresh(), name="refresh")
+
     # ---- start, models ------------------------------------------------------------------------
 
     async def start(self, load_model: bool = True) -> None:
         """Fill the conversation list, then load the configured model (the bundled default when
         none is set) so the window is ready to chat."""
         await self.conversations.refresh()
+        # The pages fill in the background, each showing its own failure.
+        self.settings_page.tasks.spawn(self.settings_page.start(), name="presets")
+        self._refresh_runs()
         if load_model:
             await self.load_model(self.config)
 
@@ -172,8 +219,11 @@ class QtMainWindow(QMainWindow):
         if config is not None:
             await self.load_model(config)
 
-    async def load_model(self, config: Config) -> LoadedModel | None:
-        """Load with progress and Cancel; failures are explained, and the app keeps running."""
+    async def load_model(self, config: Config, reopening: bool = False) -> LoadedModel | None:
+        """Load with progress and Cancel; failures are explained, and the app keeps running.
+
+        `reopening`: the same model again with new load-time settings (the status bar says so).
+        """
         if self.chat.generating:
             self.notice.show_error("Stop the answer first, then open another model.")
             return None
@@ -185,7 +235,8 @@ class QtMainWindow(QMainWindow):
         self.status.set_state("loading")
         self.status.set_loading(0.0)
         name = Path(config.model).name if config.model else "the bundled model"
-        self.status.set_model(f"loading {name}…")
+        self.status.set_model(f"reopening the model ({name}) with the new settings…"
+                              if reopening else f"loading {name}…")
         model: LoadedModel | None = None
         try:
             model = await self.bridge.open(config, self._load_progress)
@@ -214,6 +265,7 @@ class QtMainWindow(QMainWindow):
     def _model_loaded(self, model: LoadedModel) -> None:
         self.config = model.config
         self.chat.model_ready(model)
+        self._show_config(model.config)
         self.status.set_model(f"{model.name} · {model.arch} · {model.n_ctx} context · "
                               f"loaded in {model.load_seconds:.1f} s")
         self.status.set_state("idle")
@@ -234,6 +286,74 @@ class QtMainWindow(QMainWindow):
 
     async def _remember(self, model: str) -> None:
         await asyncio.get_running_loop().run_in_executor(None, add_recent, model)
+
+    def _show_config(self, config: Config) -> None:
+        """The pages show the settings in force. The settings page is only reset when it
+        shows something else, so edits made meanwhile survive an apply that changed nothing."""
+        if self.settings_page.panel.current != config:
+            self.settings_page.set_config(config)
+        self.runs_page.set_config(config)
+
+    # ---- settings -----------------------------------------------------------------------------
+
+    def _needs_reopen(self, config: Config) -> bool:
+        return signature(config) != signature(self.config)
+
+    async def apply_settings(self, config: Config, reopen: bool) -> bool:
+        """The settings dock's Apply. Load-time changes reopen the model through the usual load
+        path; per-request ones go to the open session on the engine thread, with no reload.
+        On failure the dock goes back to the settings in force."""
+        async with self._applying:
+            ok = await self._apply(config, reopen or self._needs_reopen(config))
+        if not ok:
+            self.settings_page.set_config(self.config)
+        return ok
+
+    async def _apply(self, config: Config, reopen: bool) -> bool:
+        if self.loading:
+            self.notice.show_error("A model is loading: wait for it, then apply the settings.")
+            return False
+        if reopen:
+            return await self.load_model(config, reopening=True) is not None
+        if self.chat.model is None:  # nothing is open: the next load starts from these
+            self.config = self.chat.config = config
+            self._show_config(config)
+            return True
+        try:  # queued behind a streaming answer, if any: it applies from the next one
+            model = await self.bridge.apply_request_settings(config)
+        except SessionError as exc:
+            self.notice.show_error(f"Could not apply the settings: {exc}")
+            return False
+        think_changed = model.config.think != self.config.think
+        self.config = model.config
+        self.chat.settings_changed(model)
+        if think_changed and self.composer.think.isEnabled():
+            self.composer.think.setChecked(model.config.think)
+        self._show_config(model.config)
+        self.status.showMessage("Settings applied: the next answer uses them.", STATUS_NOTE_MS)
+        return True
+
+    async def rerun_with(self, config: Config) -> bool:
+        """Answer the last question again with `config` (a preset): apply it (reopening only
+        when a load-time setting differs), then regenerate the last answer as a sibling. The
+        first answer and its run are kept, so the two runs can be compared."""
+        if self.chat.model is None:
+            self.notice.show_error("Open a model first, then re-run a turn with a preset.")
+            return False
+        if self.chat.generating:
+            self.notice.show_error("Stop the answer first, then re-run the turn.")
+            return False
+        if self.chat.last_answer_id is None:
+            self.notice.show_error("Nothing to re-run yet: ask something, then re-run the "
+                                   "turn with a preset.")
+            return False
+        if not await self.apply_settings(config, self._needs_reopen(config)):
+            return False
+        answer_id = self.chat.last_answer_id  # read again: the apply awaited
+        if answer_id is None:
+            return False
+        await self.chat.regenerate(answer_id)
+        return True
 
     # ---- drag and drop ------------------------------------------------------------------------
 
@@ -269,9 +389,12 @@ class QtMainWindow(QMainWindow):
         """Stop any answer, let the final save land, free the model, close the database."""
         self.bridge.cancel()
         self.bridge.cancel_open()
-        try:  # the stopped answer's final save is one of these tasks
-            await asyncio.wait_for(self.tasks.wait_idle(), SHUTDOWN_GRACE_S)
-        except TimeoutError:
-            self.tasks.cancel_all()
+        # The window's own first: the stopped answer's final save is one of its tasks, and a
+        # finished turn spawns a runs refresh on the runs page. All of them use the database.
+        for tasks in (self.tasks, self.settings_page.tasks, self.runs_page.tasks):
+            try:
+                await asyncio.wait_for(tasks.wait_idle(), SHUTDOWN_GRACE_S)
+            except TimeoutError:
+                tasks.cancel_all()
         await self.bridge.close()
         await self.db.close()
