@@ -7,17 +7,8 @@ import math
 
 from PySide6.QtCore import Qt
 
+from tests.ui.user_actions import WAIT, send
 from workbench.store import Store, default_path
-
-WAIT = 120_000
-
-
-def send(qtbot, window, text: str) -> None:
-    """Type and press Enter, as a user does; wait until the answer is finished."""
-    done = window.chat.turns_done
-    window.composer.prompt.setPlainText(text)
-    qtbot.keyClick(window.composer.prompt, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: window.chat.turns_done > done, timeout=WAIT)
 
 
 def stored_path(window) -> list:
