@@ -38,14 +38,6 @@ def digest(*parts: bytes) -> str:
     return h.hexdigest()[:16]
 
 
-def tree_digest(root: Path) -> bytes:
-    h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
-    return h.digest()
-
-
 def stage1() -> None:
     if sys.version_info < (3, 11):  # noqa: UP036 - run by whatever python3 the machine has
         sys.exit("the workbench needs Python 3.11 or newer")

@@ -13,7 +13,6 @@ with a paired bootstrap interval over the repeats. tok/s is tokens / sum of deco
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench.bench.balloon import Balloon
+from workbench.bench.matrix import drop_page_cache
 from workbench.bench.stats import Interval, paired_ratio_ci
 from workbench.config import Config
 from workbench.engine.requests import GenerateRequest
@@ -44,15 +44,6 @@ def bench_model(gib: float, seed: int = 0) -> Path:
         write_synthetic_moe(partial, arch="qwen3moe", size="bench", seed=seed, target_gib=gib)
         partial.rename(out)
     return out
-
-
-def drop_from_page_cache(path: Path) -> None:
-    """Cold start without root: ask the kernel to drop the file's cached pages."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +123,7 @@ def bigger_than_memory(model: Path, *, leave_mib: int, floor_mb: int, repeats: i
             f"{facts.file_size / MIB:.0f} MiB, about {leave_mib} MiB left available")
         for i in range(repeats):
             for arm in (("mmap", "streamed") if i % 2 == 0 else ("streamed", "mmap")):
-                drop_from_page_cache(model)
+                drop_page_cache(model)
                 changes = ({"moe_stream": True, "cache_auto": True, "cache_floor_mb": floor_mb}
                            if arm == "streamed" else {})
                 with Session.open(_config(model, threads, n_tokens, **changes)) as s:
