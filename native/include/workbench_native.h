@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 // Bumped whenever an exported signature or struct changes; the Python binding refuses a mismatch.
-#define WB_ABI_VERSION 2
+#define WB_ABI_VERSION 3
 
 struct llama_context;
 struct ggml_tensor;
@@ -111,6 +111,16 @@ WB_API double wb_streamer_dense_resident_frac(const struct wb_streamer * s);
 WB_API void wb_streamer_counters(const struct wb_streamer * s, struct wb_stream_counters * out);
 // Routed ids recorded since the last call, as [layer, n, id_1..id_n] groups; returns ints copied.
 WB_API int32_t wb_streamer_take_trace(struct wb_streamer * s, int32_t * buf, int32_t cap);
+// Experts of each layer the streamer manages, by layer index (0 = dense or not captured), into
+// out[0..cap); returns the number of layers (the last MoE layer + 1), or -1.
+WB_API int32_t wb_streamer_layer_experts(const struct wb_streamer * s, int64_t * out, int32_t cap);
+// The expert activity map: row-major [n_layer][n_expert] snapshots of the cumulative routed slots
+// (token x top-k since activation, prefill included) and of LRU residency (1 = the (layer,
+// expert) slices are in the cache now; always 0 with the cache off, where slots are shared).
+// Cells the streamer does not manage are 0. O(n_layer x n_expert) copies; returns 0 or -1.
+WB_API int32_t wb_streamer_expert_map(const struct wb_streamer * s, int32_t n_layer,
+                                      int32_t n_expert, uint32_t * routed_out,
+                                      uint8_t * resident_out);
 WB_API void wb_streamer_set_abort_flag(struct wb_streamer * s, struct wb_abort_flag * flag);
 // The streaming failure that aborted a decode ("" when none); returns the full length.
 WB_API int32_t wb_streamer_fatal(const struct wb_streamer * s, char * buf, size_t buf_size);

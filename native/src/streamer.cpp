@@ -194,6 +194,7 @@ void Streamer::activate() {
     }
     valid_.assign(entries, 0);
     ever_evicted_.assign(entries, 0);
+    routed_.assign(entries, 0);
     stamp_.assign(entries, 0);
     prev_.assign(entries, -1);
     next_.assign(entries, -1);
@@ -289,6 +290,7 @@ void Streamer::load_layer(int il, const ggml_tensor * topk) {
             const int32_t e = *reinterpret_cast<const int32_t *>(base + j * topk->nb[0] + tok * topk->nb[1]);
             if (e < 0 || e >= layer.n_expert) throw std::runtime_error("router chose an expert out of range");
             ++c_.routed;
+            ++routed_[entry_index(il, e)];
             if (!seen_[static_cast<size_t>(e)]) {
                 seen_[static_cast<size_t>(e)] = 1;
                 ids_.push_back(e);
@@ -400,6 +402,30 @@ double Streamer::dense_resident_frac() const {
         total += pages;
     }
     return total > 0 ? static_cast<double>(resident) / static_cast<double>(total) : -1.0;
+}
+
+size_t Streamer::layer_experts(int64_t * out, size_t cap) const {
+    const size_t n = layers_.size() < cap ? layers_.size() : cap;
+    for (size_t il = 0; il < n; ++il) out[il] = layers_[il].n_expert;
+    return layers_.size();
+}
+
+void Streamer::expert_map(int32_t n_layer, int32_t n_expert, uint32_t * routed_out,
+                          uint8_t * resident_out) const {
+    // Row-major [n_layer][n_expert]; cells the streamer does not manage (dense layers, layers
+    // past the last MoE one, expert ids past a layer's count) are 0. One memcpy per MoE layer.
+    const size_t rows = static_cast<size_t>(n_layer), cols = static_cast<size_t>(n_expert);
+    std::memset(routed_out, 0, rows * cols * sizeof(uint32_t));
+    std::memset(resident_out, 0, rows * cols);
+    if (mode_ != Mode::Stream) return;  // nothing routed yet: every entry array is empty
+    for (size_t il = 0; il < rows && il < layers_.size(); ++il) {
+        const size_t n = static_cast<size_t>(layers_[il].n_expert) < cols
+                             ? static_cast<size_t>(layers_[il].n_expert) : cols;
+        if (n == 0) continue;
+        std::memcpy(routed_out + il * cols, routed_.data() + base_[il], n * sizeof(uint32_t));
+        // Without a cache nothing stays resident between loads (shared slots): all zero.
+        if (lru_) std::memcpy(resident_out + il * cols, valid_.data() + base_[il], n);
+    }
 }
 
 size_t Streamer::take_trace(int32_t * buf, size_t cap) {

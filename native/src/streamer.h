@@ -55,6 +55,9 @@ public:
     double dense_resident_frac() const;
     void counters(wb_stream_counters * out) const;
     size_t take_trace(int32_t * buf, size_t cap);
+    size_t layer_experts(int64_t * out, size_t cap) const;
+    void expert_map(int32_t n_layer, int32_t n_expert, uint32_t * routed_out,
+                    uint8_t * resident_out) const;
     void set_abort_flag(wb_abort_flag * flag) { abort_ = flag; }
     const std::string & fatal() const { return fatal_; }
 
@@ -81,6 +84,9 @@ private:
     // LRU over (layer, expert) entries; base_[il] is layer il's first entry index.
     std::vector<size_t> base_;
     std::vector<uint8_t> valid_, ever_evicted_;
+    // Cumulative routed slots per entry (token x top-k, duplicates included), for the expert
+    // activity map: one increment per routed slot, next to the loop that already reads the ids.
+    std::vector<uint32_t> routed_;
     std::vector<uint64_t> stamp_;
     std::vector<int64_t> prev_, next_;
     int64_t head_ = -1, tail_ = -1;   // head = most recently used

@@ -80,6 +80,26 @@ int32_t wb_streamer_take_trace(wb_streamer * s, int32_t * buf, int32_t cap) {
     });
 }
 
+int32_t wb_streamer_layer_experts(const wb_streamer * s, int64_t * out, int32_t cap) {
+    return wb::guarded([&] {
+        if (out == nullptr && cap > 0) throw std::invalid_argument("no output buffer given");
+        return static_cast<int>(s->impl.layer_experts(out, cap > 0 ? static_cast<size_t>(cap) : 0));
+    });
+}
+
+int32_t wb_streamer_expert_map(const wb_streamer * s, int32_t n_layer, int32_t n_expert,
+                               uint32_t * routed_out, uint8_t * resident_out) {
+    return wb::guarded([&] {
+        if (n_layer < 0 || n_expert < 0) throw std::invalid_argument("negative map shape");
+        if ((routed_out == nullptr || resident_out == nullptr) &&
+            static_cast<int64_t>(n_layer) * n_expert > 0) {
+            throw std::invalid_argument("no output buffers given");
+        }
+        s->impl.expert_map(n_layer, n_expert, routed_out, resident_out);
+        return 0;
+    });
+}
+
 void wb_streamer_set_abort_flag(wb_streamer * s, wb_abort_flag * flag) { s->impl.set_abort_flag(flag); }
 
 int32_t wb_streamer_fatal(const wb_streamer * s, char * buf, size_t buf_size) {

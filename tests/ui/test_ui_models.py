@@ -195,3 +195,28 @@ def test_event_pipe_batches_wakeups_and_keeps_order():
 
     batches = asyncio.run(main())
     assert batches == [list(range(500)), [500]]
+
+
+def test_event_pipe_linger_gathers_a_stream_into_one_batch():
+    import asyncio
+    import threading
+    import time
+
+    from workbench.ui.event_pipe import EventPipe
+
+    async def main() -> list[list[int]]:
+        pipe: EventPipe[int] = EventPipe(asyncio.get_running_loop(), linger_s=1.0)
+
+        def stream() -> None:
+            pipe.push(0)  # wakes the loop, which then lingers
+            time.sleep(0.02)
+            for i in range(1, 10):
+                pipe.push(i)
+
+        worker = threading.Thread(target=stream)
+        worker.start()
+        batch = await pipe.get_batch()
+        worker.join()
+        return [batch]
+
+    assert asyncio.run(main()) == [list(range(10))]

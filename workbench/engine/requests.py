@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+import numpy as np
+
 from workbench.engine.metrics import RunSummary, TokenMetrics
 
 
@@ -31,6 +33,20 @@ class PrefillProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class ExpertActivity:
+    """Expert routing of one generated token, for the expert activity map (streaming only).
+
+    Rows are layer indices (up to the model's n_layer), columns expert ids. The arrays are fresh
+    for each event and never written after it is sent: the UI thread may keep them.
+    """
+
+    routed: np.ndarray  # (n_layer, n_expert) uint32: routings since the previous event
+    resident: np.ndarray  # (n_layer, n_expert) bool: in the expert cache after this token
+    moe_layers: np.ndarray  # (n_layer,) bool: the layer's experts are streamed (else dense)
+    cached: bool  # the session has an expert cache; without one `resident` is all False
+
+
+@dataclass(frozen=True, slots=True)
 class TokenEvent:
     """One generated token, after its decode: its metrics and the text split so far."""
 
@@ -38,6 +54,7 @@ class TokenEvent:
     answer_delta: str
     reasoning_delta: str
     reset: bool  # earlier text was reclassified: replace with metrics.text / metrics.reasoning
+    expert_map: ExpertActivity | None = None  # None unless the session streams experts
 
 
 @dataclass(slots=True)

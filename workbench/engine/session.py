@@ -488,6 +488,7 @@ class Session:
                     answer_delta=delta.answer_delta if delta else "",
                     reasoning_delta=delta.reasoning_delta if delta else "",
                     reset=delta.reset if delta else False,
+                    expert_map=streaming.activity() if streaming is not None else None,
                 ))
             prev_end = t1
             if len(rows) < turn.n_predict:

@@ -4,23 +4,26 @@ Set-up order: the streamer is created before the context (its eval callback goes
 parameters), then one warm-up decode captures the expert tensors from the graph, their GGUF file
 positions are bound, dense weights are optionally read into private memory, and the expert
 tensors are rebound onto memory the streamer owns. Telemetry is read from native counters after
-each decode, outside the timed bracket, as deltas.
+each decode, outside the timed bracket, as deltas; so is the expert activity map (`activity()`),
+which only runs when someone listens to tokens.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import psutil
 
 from workbench.config import Config
 from workbench.engine import llama
 from workbench.engine.metrics import UNMEASURED, RunSummary, TokenMetrics
+from workbench.engine.requests import ExpertActivity
 from workbench.moe.budget import MIB, CacheBudget, cliff_warning, resolve_budget
 from workbench.moe.layout import ModelFacts, expert_tensors, read_tensors
 from workbench.moe.native import AbortFlag
 from workbench.moe.registry import check_streamable
-from workbench.moe.streamer import ExpertStreamer, StreamCounters
+from workbench.moe.streamer import ExpertMapSnapshot, ExpertStreamer, StreamCounters
 
 DENSE_PROBE_EVERY = 8  # tokens between two dense-residency samples
 
@@ -69,6 +72,8 @@ class StreamingRuntime:
         self._tokens_since_probe = 0
         self._last: StreamCounters | None = None
         self._gen_start: StreamCounters | None = None
+        self._map_last: ExpertMapSnapshot | None = None  # baseline of the next activity delta
+        self._moe_layers: np.ndarray | None = None
         self.failed = ""
 
     @property
@@ -105,6 +110,8 @@ class StreamingRuntime:
     def start_generation(self) -> None:
         """Called after the prefill: per-token deltas and the summary start here."""
         self._last = self._gen_start = self.streamer.counters()
+        # The map shows generated tokens only: the prompt's routings would swamp it.
+        self._map_last = self._expert_map()
 
     def fill(self, row: TokenMetrics) -> None:
         """Sets the streaming fields of a token's row from the counter deltas of its decode."""
@@ -126,6 +133,24 @@ class StreamingRuntime:
         self._tokens_since_probe += 1
         row.dense_resident_frac = self._dense_frac
         self._last = now
+
+    def activity(self) -> ExpertActivity:
+        """Routings since the previous call (or the generation's start) and the residency now.
+
+        Two native copies and one subtraction over n_layer x n_expert cells; called after each
+        token's decode, outside the timed bracket, and only when a caller listens to tokens."""
+        now = self._expert_map()
+        last = self._map_last
+        # uint32 arithmetic wraps, so the difference stays right past 2^32 cumulative routings.
+        routed = now.routed - last.routed if last is not None else now.routed
+        self._map_last = now
+        if self._moe_layers is None or len(self._moe_layers) != len(now.layer_experts):
+            self._moe_layers = now.layer_experts > 0
+        return ExpertActivity(routed=routed, resident=now.resident, moe_layers=self._moe_layers,
+                              cached=now.cached)
+
+    def _expert_map(self) -> ExpertMapSnapshot:
+        return self.streamer.expert_map(self.facts.n_layer, self.facts.n_expert)
 
     def fill_summary(self, summary: RunSummary) -> None:
         start, end = self._gen_start, self.streamer.counters()

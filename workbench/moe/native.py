@@ -18,7 +18,7 @@ from pathlib import Path
 
 from workbench.paths import native_build_dir
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 REBUILD_HINT = "Run scripts/test or scripts/workbench once: set-up rebuilds the native library."
 
 
@@ -95,6 +95,9 @@ def _bind(lib: ctypes.CDLL) -> None:
         "wb_streamer_dense_resident_frac": ([c.c_void_p], c.c_double),
         "wb_streamer_counters": ([c.c_void_p, c.POINTER(StreamCounters)], None),
         "wb_streamer_take_trace": ([c.c_void_p, c.POINTER(c.c_int32), c.c_int32], c.c_int32),
+        "wb_streamer_layer_experts": ([c.c_void_p, c.POINTER(c.c_int64), c.c_int32], c.c_int32),
+        "wb_streamer_expert_map": ([c.c_void_p, c.c_int32, c.c_int32, c.c_void_p, c.c_void_p],
+                                   c.c_int32),
         "wb_streamer_set_abort_flag": ([c.c_void_p, c.c_void_p], None),
         "wb_streamer_fatal": ([c.c_void_p, c.c_char_p, c.c_size_t], c.c_int32),
         "wb_iobench": ([c.c_char_p, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64), c.c_uint64,

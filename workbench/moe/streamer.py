@@ -2,7 +2,8 @@
 
 The per-node work (isolating `ffn_moe_topk-<il>`, reading the routed slices, the LRU cache) runs
 in C++ inside llama.cpp's eval callback; nothing here runs per node or per token except
-`counters()`, which the session reads after each decode, outside the timed bracket.
+`counters()` and `expert_map()`, which the session reads after each decode, outside the timed
+bracket.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from workbench.moe import native
 from workbench.moe.layout import ExpertTensor, TensorInfo
@@ -43,6 +46,19 @@ class StreamCounters:
         return 100.0 * self.hits / self.lookups if self.lookups else -1.0
 
 
+@dataclass(frozen=True, slots=True)
+class ExpertMapSnapshot:
+    """The native expert activity map at one moment; rows are layer indices, columns expert ids.
+
+    Cells the streamer does not manage (dense layers, ids past a layer's expert count) are 0.
+    """
+
+    routed: np.ndarray  # (n_layer, n_expert) uint32: routed slots since activation, prefill too
+    resident: np.ndarray  # (n_layer, n_expert) bool: in the expert cache now
+    layer_experts: np.ndarray  # (n_layer,) int64: experts streamed per layer, 0 = not MoE
+    cached: bool  # an LRU cache exists; without one nothing stays resident (all False)
+
+
 class StreamerError(RuntimeError):
     """The streamer could not be set up or failed while reading; the message says why."""
 
@@ -60,6 +76,9 @@ class ExpertStreamer:
             reason = native.last_error(self._lib)
             raise StreamerError(f"cannot open the model for streaming: {reason}")
         self._ptr: int | None = ptr
+        self._cached = budget_bytes >= 0
+        self._layer_experts: np.ndarray | None = None  # fixed once streaming is active
+        self._per_layer: np.ndarray | None = None  # the same, padded to the last map's rows
         self._shard_index = {str(p): i for i, p in enumerate(shards)}
 
     # ---- wiring into llama.cpp ----------------------------------------------------------------
@@ -111,6 +130,7 @@ class ExpertStreamer:
 
     def activate(self) -> None:
         self._check(self._lib.wb_streamer_activate(self._ptr), "activating expert streaming")
+        self._layer_experts = self.layer_experts()
 
     def read_dense_into_memory(self, tensors: list[TensorInfo], expert_names: set[str]) -> int:
         """The `anon` dense policy: every non-expert weight the graph uses, read once into
@@ -162,6 +182,41 @@ class ExpertStreamer:
             i += 2 + k
         return loads
 
+    def layer_experts(self) -> np.ndarray:
+        """Experts the streamer manages per layer index (0 for a dense layer), up to the last
+        MoE layer; empty before the capture."""
+        n = self._lib.wb_streamer_layer_experts(self._ptr, None, 0)
+        out = np.zeros(max(n, 0), dtype=np.int64)
+        if n > 0:
+            got = self._lib.wb_streamer_layer_experts(
+                self._ptr, out.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), n)
+            if got != n:
+                raise StreamerError(f"reading the streamed layers: {native.last_error(self._lib)}")
+        return out
+
+    def expert_map(self, n_layer: int = 0, n_expert: int = 0) -> ExpertMapSnapshot:
+        """Cumulative routed counts and cache residency per (layer, expert): two copies of
+        n_layer x n_expert cells. The shape is at least what the streamer manages; pass the
+        model's n_layer so that trailing dense layers get their (empty) rows too."""
+        layers = self._layer_experts if self._layer_experts is not None else self.layer_experts()
+        rows = max(n_layer, len(layers))
+        cols = max(n_expert, int(layers.max()) if len(layers) else 0)
+        routed = np.empty((rows, cols), dtype=np.uint32)
+        resident = np.empty((rows, cols), dtype=np.uint8)
+        self._check(
+            self._lib.wb_streamer_expert_map(self._ptr, rows, cols, routed.ctypes.data,
+                                             resident.ctypes.data),
+            "reading the expert map",
+        )
+        per_layer = self._per_layer
+        if per_layer is None or len(per_layer) != rows or self._layer_experts is None:
+            per_layer = np.zeros(rows, dtype=np.int64)
+            per_layer[: len(layers)] = layers
+            per_layer.flags.writeable = False  # shared by every snapshot of this shape
+            self._per_layer = per_layer
+        return ExpertMapSnapshot(routed=routed, resident=resident.view(np.bool_),
+                                 layer_experts=per_layer, cached=self._cached)
+
     def fatal(self) -> str:
         buf = ctypes.create_string_buffer(1024)
         self._lib.wb_streamer_fatal(self._ptr, buf, len(buf))
@@ -176,3 +231,4 @@ class ExpertStreamer:
     def _check(self, ret: int, what: str) -> None:
         if ret != 0:
             raise StreamerError(f"{what}: {native.last_error(self._lib) or 'unknown error'}")
+

@@ -29,6 +29,9 @@ from workbench.engine.sinks import Sink
 from workbench.ui.event_pipe import EventPipe
 
 T = TypeVar("T")
+# Tokens reach the UI in batches at most this far apart (the chat shows text ten times a
+# second at most); a stop or the answer's end is seen at most this late.
+EVENT_LINGER_S = 0.06
 EngineEvent = PrefillProgress | TokenEvent | GenerateResult
 
 
@@ -181,7 +184,7 @@ class EngineBridge:
         if self._generating:
             raise EngineBusy("a generation is already running")
         loop = asyncio.get_running_loop()
-        events: EventPipe[EngineEvent | BaseException] = EventPipe(loop)
+        events: EventPipe[EngineEvent | BaseException] = EventPipe(loop, EVENT_LINGER_S)
         put = events.push
         self._generating = True
         self._cancel_generate.clear()

@@ -30,6 +30,7 @@ from workbench.ui.chat.stats_line import stats_from_result, thought_label
 from workbench.ui.chat.turn_recorder import TurnRecorder
 from workbench.ui.db_worker import AsyncStore
 from workbench.ui.qt_status_bar import QtStatusBar
+from workbench.ui.telemetry.qt_expert_map import QtExpertMap
 from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
 
 log = logging.getLogger("workbench.ui")
@@ -46,11 +47,13 @@ class ChatController:
         telemetry: QtTelemetryPanel, status: QtStatusBar, config: Config,
         on_conversations_changed: Callable[[], None] = lambda: None,
         on_turn_finished: Callable[[], None] = lambda: None,
+        expert_map: QtExpertMap | None = None,
     ) -> None:
         self.bridge, self.db, self.chat, self.composer = bridge, db, chat, composer
         self.telemetry, self.status, self.config = telemetry, status, config
         self.on_conversations_changed = on_conversations_changed
         self.on_turn_finished = on_turn_finished  # a new run is stored (the runs list shows it)
+        self.expert_map = expert_map
         self.model: LoadedModel | None = None
         self.conversation_id: int | None = None
         self.path: list[Message] = []
@@ -64,6 +67,8 @@ class ChatController:
 
     def model_ready(self, model: LoadedModel | None) -> None:
         self.model = model
+        if self.expert_map is not None:
+            self.expert_map.set_model(model)
         if model is None:
             self.composer.set_ready(False, "Open a model to chat (File > Open model…)")
             self.composer.gauge.set_usage(-1, 0)
@@ -209,6 +214,7 @@ class ChatController:
                   or self.chat.append(ShownMessage.from_store(answer)))
         widget.begin_stream()
         self.status.set_state("prefill")
+        await asyncio.sleep(0)  # let the loop breathe between building the message and the plots
         recorder = TurnRecorder()
         x0 = self.telemetry.begin_turn()
         result: GenerateResult | None = None
@@ -248,6 +254,8 @@ class ChatController:
             widget.set_status_text("")
         recorder.on_token(event)
         self.telemetry.append(event.metrics)
+        if self.expert_map is not None:
+            self.expert_map.add(event.expert_map)
         widget.stream_text(recorder.answer, recorder.reasoning, recorder.thinking_tokens)
 
     def _save_partial(self, answer_id: int, recorder: TurnRecorder) -> None:

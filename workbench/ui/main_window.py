@@ -44,7 +44,9 @@ from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog
 from workbench.ui.runs.qt_runs_page import QtRunsPage
 from workbench.ui.settings.qt_settings_page import QtSettingsPage
 from workbench.ui.tasks import Tasks
+from workbench.ui.telemetry.qt_expert_map import QtExpertMap
 from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
+from workbench.ui.ui_pacer import shared_pacer, ui_share_target
 
 SHUTDOWN_GRACE_S = 10.0
 STATUS_NOTE_MS = 5000  # how long a transient status-bar note stays
@@ -86,12 +88,15 @@ class QtMainWindow(QMainWindow):
         self.setCentralWidget(splitter)
         self.telemetry = QtTelemetryPanel()
         self.telemetry_dock = self._dock("Live telemetry", "telemetryDock", self.telemetry)
+        self.expert_map = QtExpertMap()
+        self.expert_dock = self._dock("Expert activity", "expertActivityDock", self.expert_map)
         self.settings_page = QtSettingsPage(config, db.call)
         self.settings_dock = self._dock("Settings", "settingsDock", self.settings_page)
         self.runs_page = QtRunsPage(db.call, config)
         self.runs_dock = self._dock("Runs", "runsDock", self.runs_page)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.telemetry_dock)
-        self.tabifyDockWidget(self.telemetry_dock, self.settings_dock)
+        self.tabifyDockWidget(self.telemetry_dock, self.expert_dock)
+        self.tabifyDockWidget(self.expert_dock, self.settings_dock)
         self.tabifyDockWidget(self.settings_dock, self.runs_dock)
         self.telemetry_dock.raise_()  # live telemetry is the tab in front while chatting
         self.resizeDocks([self.telemetry_dock], [620], Qt.Orientation.Horizontal)
@@ -102,7 +107,7 @@ class QtMainWindow(QMainWindow):
             bridge, db, self.chat_view, self.composer, self.telemetry, self.status, config,
             on_conversations_changed=lambda: self.tasks.spawn(
                 self.conversations.refresh(), name="refresh-list"),
-            on_turn_finished=self._refresh_runs,
+            on_turn_finished=self._refresh_runs, expert_map=self.expert_map,
         )
         self.conversations = ConversationsController(
             db, self.conversation_list, self.notice, self.chat.open_conversation,
@@ -159,6 +164,7 @@ class QtMainWindow(QMainWindow):
         self._action(chat_menu, "&Stop answer", "", self.chat.stop)
         view_menu = self.menuBar().addMenu("&View")
         view_menu.addAction(self.telemetry_dock.toggleViewAction())
+        view_menu.addAction(self.expert_dock.toggleViewAction())
         # "Show", not a toggle: a dock behind another tab is open but unseen, and a toggle
         # would close it instead of bringing it to the front.
         self._action(view_menu, "&Settings", "Ctrl+,", lambda: self.show_dock(self.settings_dock))
@@ -264,6 +270,7 @@ class QtMainWindow(QMainWindow):
 
     def _model_loaded(self, model: LoadedModel) -> None:
         self.config = model.config
+        shared_pacer().target_share = ui_share_target(model.config.n_threads)
         self.chat.model_ready(model)
         self._show_config(model.config)
         self.status.set_model(f"{model.name} · {model.arch} · {model.n_ctx} context · "

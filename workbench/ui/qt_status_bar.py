@@ -5,6 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar, QWidget
 
+from workbench.ui.qt_stable_label import QtStableLabel
+
 STATES = ("no model", "loading", "prefill", "generating", "stopping", "idle", "error")
 
 
@@ -14,10 +16,10 @@ class QtStatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model_label = QLabel("no model")
-        self.state_label = QLabel("no model")
+        self.state_label = QtStableLabel("no model")
         self.state_label.setObjectName("engineState")
-        self.rate_label = QLabel("– tok/s")
-        self.context_label = QLabel("context –")
+        self.rate_label = QtStableLabel("– tok/s")
+        self.context_label = QtStableLabel("context –")
         self.load_bar = QProgressBar()
         self.load_bar.setRange(0, 100)
         self.load_bar.setMaximumWidth(160)

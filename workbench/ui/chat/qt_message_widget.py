@@ -28,8 +28,10 @@ from workbench.ui.chat.qt_markdown_view import QtMarkdownView
 from workbench.ui.chat.qt_reasoning_block import QtReasoningBlock
 from workbench.ui.chat.shown import ShownMessage
 from workbench.ui.chat.stats_line import thought_label
+from workbench.ui.ui_pacer import shared_pacer
 
-RENDER_MS = 100  # streaming text is laid out at most 10 times a second
+RENDER_MS = 100  # streaming text is laid out at most 10 times a second...
+MAX_RENDER_S = 0.4  # ...and at least 2.5 times, however busy the cores (ui_pacer.py)
 _ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 _BADGES = {"stopped": "stopped", "interrupted": "interrupted", "error": "failed",
            "rejected": "not sent", "streaming": ""}
@@ -173,10 +175,13 @@ class QtMessageWidget(QFrame):
         self.stats.setVisible(bool(text))
 
     def _render_pending(self) -> None:
-        if self._pending is None:
+        if self._pending is None or not shared_pacer().due("text", RENDER_MS / 1000,
+                                                            MAX_RENDER_S):
             return
-        answer, reasoning, n_think = self._pending
+        self._render(*self._pending)
         self._pending = None
+
+    def _render(self, answer: str, reasoning: str, n_think: int) -> None:
         if reasoning and not answer and not self.reasoning.live:
             self.reasoning.start_live()
         self.reasoning.set_text(reasoning, n_think)
@@ -186,7 +191,9 @@ class QtMessageWidget(QFrame):
 
     def flush(self) -> None:
         """Render pending text now (tests and the final update use it)."""
-        self._render_pending()
+        if self._pending is not None:
+            self._render(*self._pending)
+            self._pending = None
 
     # ---- tokens -------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
+from workbench.ui.qt_stable_label import QtStableLabel
 from workbench.ui.telemetry.headline import Headline
 
 
@@ -16,7 +17,7 @@ class QtHeadlineRow(QWidget):
         for label, text in Headline().items():
             name = QLabel(label)
             name.setStyleSheet("color: #777; font-size: 11px;")
-            value = QLabel(text)
+            value = QtStableLabel(text)
             value.setStyleSheet("font-size: 15px; font-weight: bold;")
             value.setObjectName(f"headline_{label}")
             box = QWidget()

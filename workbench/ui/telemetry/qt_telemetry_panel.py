@@ -30,11 +30,14 @@ from workbench.ui.telemetry.qt_headline_row import QtHeadlineRow
 from workbench.ui.telemetry.ring_buffer import RingBuffer
 from workbench.ui.telemetry.series import COLUMNS, PLOTS, metrics_getter, readout, row_values
 from workbench.ui.telemetry.view_range import follow_x_range, y_ceiling
+from workbench.ui.ui_pacer import UiPacer, shared_pacer
 
-# The timer ticks at 20 Hz and each tick repaints one column of plots, so every plot moves
-# 10 times a second. Each frame costs the UI thread CPU that the engine's threads would
-# otherwise get (bench ui measures it); 10 Hz still reads as live.
-REPAINT_MS = 50
+# The timer ticks at ~30 Hz, the most the plots ever repaint; the shared pacer (ui_pacer.py)
+# stretches that to as little as once a second while the engine needs every core, since each
+# frame's CPU comes off the token rate then.
+TICK_MS = 33
+MAX_REPAINT_S = 1.0
+PLOTS_PER_TICK = 2
 HEADLINE_MS = 500  # numbers people read: twice a second is plenty
 CAPACITY = 32768  # tokens kept for the plots (a conversation's worth; 2 x 32k x 20 doubles)
 MAX_TURN_MARKERS = 200
@@ -44,8 +47,10 @@ class QtTelemetryPanel(QWidget):
     follow_changed = Signal(bool)
     headline_updated = Signal(object)  # Headline, at most twice a second
 
-    def __init__(self, parent: QWidget | None = None, capacity: int = CAPACITY) -> None:
+    def __init__(self, parent: QWidget | None = None, capacity: int = CAPACITY,
+                 pacer: UiPacer | None = None) -> None:
         super().__init__(parent)
+        self.pacer = pacer or shared_pacer()
         pg.setConfigOptions(antialias=False, background="w", foreground="#444")
         self.ring = RingBuffer(capacity, COLUMNS)
         self.headline = HeadlineTracker()
@@ -75,7 +80,8 @@ class QtTelemetryPanel(QWidget):
         self._empty_labels: dict[str, pg.TextItem] = {}
         self._plot_curves: dict[str, list[tuple[pg.PlotDataItem, int]]] = {}
         self._stale: set[str] = set()  # plots whose curves lag behind the ring buffer
-        self._tick_count = 0
+        self._queued: list[list[str]] = []  # the rest of a frame, a group per tick
+        self._syncing_x = False
         self._ranges: dict[str, tuple[float, float]] = {}  # what each axis was last set to
         self._build_plots()
         layout = QVBoxLayout(self)
@@ -85,7 +91,7 @@ class QtTelemetryPanel(QWidget):
         layout.addWidget(self.graphics, 1)
 
         self._repaint_timer = QTimer(self)
-        self._repaint_timer.setInterval(REPAINT_MS)
+        self._repaint_timer.setInterval(TICK_MS)
         self._repaint_timer.timeout.connect(self._tick)
         self._repaint_timer.start()
         self._headline_timer = QTimer(self)
@@ -96,7 +102,6 @@ class QtTelemetryPanel(QWidget):
             self.graphics.scene().sigMouseMoved, rateLimit=20, slot=self._hover)
 
     def _build_plots(self) -> None:
-        first: pg.PlotItem | None = None
         for i, spec in enumerate(PLOTS):
             plot = self.graphics.addPlot(row=i // 2, col=i % 2)
             plot.setTitle(f"{spec.title} ({spec.unit})", size="9pt")
@@ -120,11 +125,10 @@ class QtTelemetryPanel(QWidget):
                                 anchor=(0.5, 0.5))
             empty.setParentItem(plot.getViewBox())
             self._empty_labels[spec.key] = empty
-            if first is None:
-                first = plot
-            else:
-                plot.setXLink(first)
-            plot.getViewBox().sigRangeChangedManually.connect(self._user_moved)
+            # Not linked: while following, each plot pages forward on its own tick (see _tick);
+            # a pan or zoom by the user is copied to the others (_x_moved).
+            view = plot.getViewBox()
+            view.sigRangeChangedManually.connect(lambda *_, v=view: self._user_moved(v))
             plot.getViewBox().sigXRangeChanged.connect(self._x_moved)
             for curve in spec.curves:
                 pen = pg.mkPen(curve.colour, width=1.2)
@@ -199,18 +203,27 @@ class QtTelemetryPanel(QWidget):
     # ---- painting -----------------------------------------------------------------------------
 
     def _tick(self) -> None:
-        """Timer: half of the plots per tick, alternating columns, so no single frame pays
-        for all eight (each plot still updates at up to 15 Hz)."""
+        """Timer: when the pacer allows a frame, the plots get their newest data two at a
+        time on consecutive ticks, so no single step of the event loop pays for all eight (a
+        frame that pages the x range re-draws every plot: tens of ms on a busy machine)."""
         if self._dirty:
             self._stale = set(self.plots)
             self._dirty = False
-        if not self._stale or not self.graphics.isVisible():
-            return  # a hidden or detached-and-closed dock costs nothing; showEvent catches up
-        column = self._tick_count % 2
-        self._tick_count += 1
-        due = [key for i, key in enumerate(self.plots) if i % 2 == column and key in self._stale]
-        if due:
-            self._paint(due)
+        if not self._stale or self.graphics.viewport().visibleRegion().isEmpty():
+            # Behind another dock's tab, hidden or closed, the plots cost nothing (a widget on
+            # a background tab still counts as visible; its viewport's region is empty).
+            return
+        if not self._queued and self.pacer.due("plots", TICK_MS / 1000, MAX_REPAINT_S):
+            keys = [key for key in self.plots if key in self._stale]
+            self._queued = [keys[i:i + PLOTS_PER_TICK] for i in range(0, len(keys),
+                                                                     PLOTS_PER_TICK)]
+        if self._queued:
+            self._paint([key for key in self._queued.pop(0) if key in self._stale])
+        # Tick no faster than frames are allowed: an idle tick still costs a wake-up.
+        interval = TICK_MS if self._queued else max(
+            TICK_MS, int(self.pacer.interval(TICK_MS / 1000, MAX_REPAINT_S) * 1000))
+        if interval != self._repaint_timer.interval():
+            self._repaint_timer.setInterval(interval)
 
     def repaint(self) -> None:
         """Give every plot its newest data now (tests, screenshots, the end of a turn)."""
@@ -221,13 +234,14 @@ class QtTelemetryPanel(QWidget):
             self._paint(list(self._stale))
 
     def _paint(self, keys: list[str]) -> None:
+        if not keys:
+            return
         data = self.ring.view()
         x = data[:, 0]
         if self.following and len(x):
             lo, hi = follow_x_range(x[0], x[-1])
-            self._set_range("x", self.plots["wall"], lo, hi)  # the others are linked
         else:
-            lo, hi = self.plots["wall"].getViewBox().viewRange()[0]
+            lo, hi = self.plots[keys[0]].getViewBox().viewRange()[0]
         # Only what is visible (plus a margin for panning): each frame then costs O(window),
         # not O(history). A pan or zoom marks the plots stale and re-slices.
         margin = (hi - lo) / 2
@@ -236,6 +250,8 @@ class QtTelemetryPanel(QWidget):
         view = data[first:last]
         for key in keys:
             self._stale.discard(key)
+            if self.following and len(x):
+                self._set_range(f"x:{key}", self.plots[key], lo, hi)
             label = self._empty_labels[key]
             measured = any(np.isfinite(view[:, col]).any() for col in self._plot_columns[key])
             label.setVisible(len(view) > 0 and not measured)
@@ -259,7 +275,7 @@ class QtTelemetryPanel(QWidget):
         if self._ranges.get(key) == (lo, hi):
             return  # an unchanged axis is not re-laid out or re-drawn
         self._ranges[key] = (lo, hi)
-        if key == "x":
+        if key.startswith("x:"):
             plot.setXRange(lo, hi, padding=0)
         else:
             plot.setYRange(lo, hi, padding=0)
@@ -288,12 +304,27 @@ class QtTelemetryPanel(QWidget):
         if changed:
             self.follow_changed.emit(follow)
 
-    def _user_moved(self, *_: Any) -> None:
+    def _user_moved(self, view: Any) -> None:
         self.set_following(False)
+        self._dirty = True
+        self.set_x_range(*view.viewRange()[0])
 
-    def _x_moved(self, *_: Any) -> None:
-        if not self.following:
-            self._dirty = True  # the visible slice changed
+    def _x_moved(self, view: Any, x_range: Any = None, *_: Any) -> None:
+        if self.following or self._syncing_x:
+            return
+        self._dirty = True  # the visible slice changed
+        lo, hi = view.viewRange()[0]
+        self.set_x_range(lo, hi)
+
+    def set_x_range(self, lo: float, hi: float) -> None:
+        """Show tokens lo..hi on every plot (a pan, a zoom, a highlighted token)."""
+        self._syncing_x = True
+        try:
+            for plot in self.plots.values():
+                if plot.getViewBox().viewRange()[0] != [lo, hi]:
+                    plot.setXRange(lo, hi, padding=0)
+        finally:
+            self._syncing_x = False
 
     def row_at(self, x: int) -> np.ndarray | None:
         data = self.ring.view()
@@ -337,7 +368,7 @@ class QtTelemetryPanel(QWidget):
         view = self.plots["wall"].getViewBox().viewRange()[0]
         if not view[0] <= x <= view[1]:
             half = max(8.0, (view[1] - view[0]) / 2)
-            self.plots["wall"].setXRange(x - half, x + half, padding=0)
+            self.set_x_range(x - half, x + half)
 
     def _clear_highlight(self) -> None:
         for plot, item in self._highlight:

@@ -1,0 +1,92 @@
+"""The plot panel on its own: frames spread over ticks, x ranges kept in step without links."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.ui.telemetry.qt_telemetry_panel import PLOTS_PER_TICK, QtTelemetryPanel
+from workbench.ui.ui_pacer import UiPacer
+
+
+def row(i: int) -> dict[str, float]:
+    """A streamed token's row: every plot has something to draw."""
+    return {"wall_ms": 20.0 + i % 5, "compute_ms": 15.0, "io_ms": 4.0, "mgmt_ms": 0.5,
+            "read_bytes": 3 << 20, "cache_hit_pct": 80.0, "rss_anon_mib": 400.0,
+            "rss_file_mib": 200.0, "swap_mib": 0.0, "mem_available_mib": 3000.0,
+            "majflt": 2, "cpu_ms": 38.0, "loop_overhead_ms": 0.3}
+
+
+@pytest.fixture
+def panel(qtbot) -> QtTelemetryPanel:
+    # A pacer that never stretches: these tests are about the frame, not the budget.
+    panel = QtTelemetryPanel(pacer=UiPacer(target_share=10.0))
+    panel._repaint_timer.stop()  # ticks are driven by hand
+    qtbot.addWidget(panel)
+    panel.resize(620, 900)
+    panel.show()
+    qtbot.waitExposed(panel)
+    return panel
+
+
+def x_ranges(panel: QtTelemetryPanel) -> dict[str, tuple[float, float]]:
+    return {k: tuple(p.getViewBox().viewRange()[0]) for k, p in panel.plots.items()}
+
+
+def newest_x(panel: QtTelemetryPanel, key: str) -> float:
+    ends = [item.xData[-1] for item, _ in panel._plot_curves[key]
+            if item.xData is not None and len(item.xData)]
+    return max(ends) if ends else -1.0
+
+
+def test_a_frame_is_spread_over_ticks_two_plots_at_a_time(panel) -> None:
+    panel.begin_turn()
+    for i in range(300):
+        panel.append(row(i))
+    ticks = 0
+    while panel._stale or panel._dirty:
+        before = {k: newest_x(panel, k) for k in panel.plots}
+        panel._tick()
+        ticks += 1
+        changed = [k for k in panel.plots if newest_x(panel, k) != before[k]]
+        assert 0 < len(changed) <= PLOTS_PER_TICK
+        assert ticks <= 8
+    assert ticks == 4  # eight plots, two per tick
+    # The measured plots reach the newest token; all eight show the same tokens.
+    assert newest_x(panel, "wall") == 299
+    ranges = set(x_ranges(panel).values())
+    assert len(ranges) == 1
+    lo, hi = ranges.pop()
+    assert lo < 299 < hi
+
+
+def test_a_pan_on_one_plot_moves_all_and_stops_following(panel) -> None:
+    panel.begin_turn()
+    for i in range(300):
+        panel.append(row(i))
+    panel.repaint()
+    view = panel.plots["rss"].getViewBox()
+    view.setXRange(10, 60, padding=0)
+    view.sigRangeChangedManually.emit(view.state["mouseEnabled"])
+    assert not panel.following
+    assert set(x_ranges(panel).values()) == {(10.0, 60.0)}
+    # New tokens no longer move the view.
+    panel.append(row(300))
+    while panel._stale or panel._dirty:
+        panel._tick()
+    assert set(x_ranges(panel).values()) == {(10.0, 60.0)}
+    panel.set_following(True)
+    while panel._stale or panel._dirty:
+        panel._tick()
+    lo, hi = x_ranges(panel)["cpu"]
+    assert lo < 300 < hi and len(set(x_ranges(panel).values())) == 1
+
+
+def test_a_highlighted_token_is_brought_into_view_on_every_plot(panel) -> None:
+    panel.begin_turn()
+    for i in range(600):
+        panel.append(row(i))
+    panel.repaint()
+    panel.highlight(20)
+    assert panel.highlighted_x == 20
+    for lo, hi in x_ranges(panel).values():
+        assert lo <= 20 <= hi

@@ -1,0 +1,94 @@
+"""The pacer stretches the live views' intervals when the UI thread uses more than its share
+of a core, and shrinks them back when there is room (clocks are driven by hand)."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.ui.ui_pacer import (
+    CONTENDED_SHARE,
+    MAX_STRETCH,
+    SPARE_CORE_SHARE,
+    STEP,
+    WINDOW_S,
+    UiPacer,
+    ui_share_target,
+)
+
+
+class Clocks:
+    def __init__(self) -> None:
+        self.wall = 0.0
+        self.cpu = 0.0
+
+    def advance(self, wall_s: float, cpu_share: float) -> None:
+        self.wall += wall_s
+        self.cpu += wall_s * cpu_share
+
+
+def pacer(target: float) -> tuple[UiPacer, Clocks]:
+    clocks = Clocks()
+    return UiPacer(target, wall=lambda: clocks.wall, cpu=lambda: clocks.cpu), clocks
+
+
+def test_share_target_depends_on_a_free_core() -> None:
+    assert ui_share_target(engine_threads=2, cores=2) == CONTENDED_SHARE
+    assert ui_share_target(engine_threads=4, cores=8) == SPARE_CORE_SHARE
+    assert ui_share_target(engine_threads=8, cores=8) == CONTENDED_SHARE
+
+
+def test_an_idle_ui_repaints_at_the_base_rate() -> None:
+    p, clocks = pacer(0.03)
+    frames = 0
+    for _ in range(300):  # 10 s of 33 ms ticks, the UI using 1 % of a core
+        frames += p.due("plots", 0.033, 1.0)
+        clocks.advance(0.033, 0.01)
+    assert p.stretch == 1.0
+    assert frames == 300
+    assert p.share == pytest.approx(0.01)
+
+
+def test_a_busy_ui_is_stretched_up_to_the_cap_and_recovers() -> None:
+    p, clocks = pacer(0.03)
+    for _ in range(200):
+        p.due("plots", 0.033, 1.0)
+        clocks.advance(0.033, 0.20)  # 20 % of a core: far over the 3 % share
+    assert p.stretch == MAX_STRETCH
+    assert p.interval(0.033, 1.0) == pytest.approx(0.033 * MAX_STRETCH)
+    assert p.interval(0.1, 0.4) == 0.4  # capped by the view's own maximum
+    frames = 0
+    for _ in range(31):  # one second at the cap: one frame (plus the one that is due now)
+        frames += p.due("plots", 0.033, 1.0)
+        clocks.advance(0.033, 0.20)
+    assert frames in (1, 2)
+    # Quiet again: each window shrinks the stretch by STEP until the base rate is back.
+    windows = 0
+    while p.stretch > 1.0:
+        ticks = round(WINDOW_S / 0.033) + 1
+        for _ in range(ticks):
+            p.due("plots", 0.033, 1.0)
+            clocks.advance(0.033, 0.001)
+        windows += 1
+        assert windows < 20
+    assert windows >= 8  # 30x back to 1x at 1.5x per window is 9 windows, not a jump
+    assert STEP ** 8 < MAX_STRETCH <= STEP ** 9
+
+
+def test_views_are_paced_independently_with_one_stretch() -> None:
+    p, clocks = pacer(0.5)
+    assert p.due("plots", 0.033, 1.0)
+    assert p.due("text", 0.1, 0.4)  # another view is not held back by the plots' frame
+    clocks.advance(0.05, 0.0)
+    assert p.due("plots", 0.033, 1.0)
+    assert not p.due("text", 0.1, 0.4)
+    clocks.advance(0.05, 0.0)
+    assert p.due("text", 0.1, 0.4)
+
+
+def test_a_tick_slightly_early_still_counts() -> None:
+    p, clocks = pacer(0.5)
+    assert p.due("plots", 0.1, 1.0)
+    clocks.advance(0.097, 0.0)  # a timer of 100 ms firing 3 ms early
+    assert p.due("plots", 0.1, 1.0)
+    clocks.advance(0.05, 0.0)
+    assert not p.due("plots", 0.1, 1.0)

@@ -1,0 +1,82 @@
+"""How often the live views repaint: as often as looks good, as rarely as the engine needs.
+
+When the engine's threads occupy every core, each millisecond the UI thread paints is taken
+from one of llama.cpp's threads, and because those threads meet at a barrier after every graph
+op, the other one waits meanwhile: the UI's CPU time comes straight off the token rate. So the
+live views (the plots, the streaming text) ask one pacer before they repaint. It watches the UI
+thread's own CPU time and, when the UI uses more than its share of a core, stretches every
+view's interval by one common factor (and shrinks it again when there is room). With a spare
+core the share is generous and the views run at their base rates.
+
+Pure Python, no Qt: the clocks are injected, so tests drive it with numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+CONTENDED_SHARE = 0.03  # of one core, when the engine's threads leave no core free
+SPARE_CORE_SHARE = 0.5  # with a free core the UI competes with nobody
+WINDOW_S = 0.5  # the UI's CPU share is measured over windows this long
+MAX_STRETCH = 30.0
+STEP = 1.5  # the stretch changes by this factor per window
+SLACK = 0.2
+
+
+def ui_share_target(engine_threads: int, cores: int | None = None) -> float:
+    """The share of one core the UI thread may use while the engine generates."""
+    cores = cores or os.cpu_count() or 1
+    return SPARE_CORE_SHARE if cores - engine_threads >= 1 else CONTENDED_SHARE
+
+
+@dataclass(slots=True)
+class UiPacer:
+    target_share: float = SPARE_CORE_SHARE
+    wall: Callable[[], float] = time.perf_counter
+    cpu: Callable[[], float] = time.thread_time  # the UI thread's CPU clock: call it there
+    stretch: float = 1.0
+    share: float = -1.0  # the UI thread's CPU share over the last window (-1: not yet measured)
+    _window_start: tuple[float, float] | None = None
+    _last: dict[str, float] = field(default_factory=dict)
+
+    def due(self, view: str, base_s: float, max_s: float) -> bool:
+        """Whether `view` may repaint now; if so, its next repaint is counted from now.
+        `base_s` is its interval with no contention, `max_s` the longest it is stretched to."""
+        now = self._sample()
+        interval = min(max_s, base_s * self.stretch)
+        last = self._last.get(view)
+        # A timer ticking at the base interval fires a little early now and then; without
+        # the slack such a tick would be skipped and the view would run at half its rate.
+        if last is not None and now - last < interval * (1 - SLACK):
+            return False
+        self._last[view] = now
+        return True
+
+    def interval(self, base_s: float, max_s: float) -> float:
+        return min(max_s, base_s * self.stretch)
+
+    def _sample(self) -> float:
+        wall, cpu = self.wall(), self.cpu()
+        if self._window_start is None:
+            self._window_start = (wall, cpu)
+            return wall
+        wall0, cpu0 = self._window_start
+        if wall - wall0 >= WINDOW_S:
+            self.share = (cpu - cpu0) / (wall - wall0)
+            if self.share > self.target_share:
+                self.stretch = min(MAX_STRETCH, self.stretch * STEP)
+            elif self.share < self.target_share / 2:
+                self.stretch = max(1.0, self.stretch / STEP)
+            self._window_start = (wall, cpu)
+        return wall
+
+
+_shared = UiPacer()
+
+
+def shared_pacer() -> UiPacer:
+    """The window's one pacer: every live view shares the same budget."""
+    return _shared
