@@ -41,7 +41,7 @@ def add_bench_ui_parser(bench: argparse.ArgumentParser) -> None:
     p = kinds.add_parser("ui", help="UI event-loop lag during generation, and tok/s with the "
                                     "window live vs headless")
     add_arguments(p)
-    p.add_argument("--repeats", type=int, default=5, help="runs of each kind, interleaved")
+    p.add_argument("--repeats", type=int, default=8, help="runs of each kind, interleaved")
     p.add_argument("--tokens", type=int, default=128, help="tokens per run")
     p.set_defaults(run=run_bench_ui_cmd)
 

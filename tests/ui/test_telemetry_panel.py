@@ -38,7 +38,7 @@ def newest_x(panel: QtTelemetryPanel, key: str) -> float:
     return max(ends) if ends else -1.0
 
 
-def test_a_frame_is_spread_over_ticks_two_plots_at_a_time(panel) -> None:
+def test_a_frame_is_spread_over_ticks(panel) -> None:
     panel.begin_turn()
     for i in range(300):
         panel.append(row(i))
@@ -50,7 +50,8 @@ def test_a_frame_is_spread_over_ticks_two_plots_at_a_time(panel) -> None:
         changed = [k for k in panel.plots if newest_x(panel, k) != before[k]]
         assert 0 < len(changed) <= PLOTS_PER_TICK
         assert ticks <= 8
-    assert ticks == 4  # eight plots, two per tick
+    assert ticks == len(panel.plots) // PLOTS_PER_TICK  # a frame spans several ticks
+    assert ticks > 1
     # The measured plots reach the newest token; all eight show the same tokens.
     assert newest_x(panel, "wall") == 299
     ranges = set(x_ranges(panel).values())

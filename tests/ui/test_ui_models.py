@@ -38,6 +38,16 @@ def test_code_fences_become_their_own_blocks():
     ]
 
 
+def test_prose_is_split_into_paragraphs_but_not_inside_a_list_item():
+    text = "First *one*.\n\nSecond.\n  \n- item\n\n  its second paragraph\n\nLast."
+    assert split_blocks(text) == [
+        Block("prose", "First *one*."),
+        Block("prose", "Second."),
+        Block("prose", "- item\n\n  its second paragraph"),
+        Block("prose", "Last."),
+    ]
+
+
 def test_an_open_fence_while_streaming_is_code_not_prose():
     blocks = split_blocks("Here:\n~~~\nx = 1\ny")
     assert blocks[-1] == Block("code", "x = 1\ny", "", closed=False)
@@ -197,7 +207,7 @@ def test_event_pipe_batches_wakeups_and_keeps_order():
     assert batches == [list(range(500)), [500]]
 
 
-def test_event_pipe_linger_gathers_a_stream_into_one_batch():
+def test_a_polled_event_pipe_gathers_a_stream_into_one_batch():
     import asyncio
     import threading
     import time
@@ -205,10 +215,10 @@ def test_event_pipe_linger_gathers_a_stream_into_one_batch():
     from workbench.ui.event_pipe import EventPipe
 
     async def main() -> list[list[int]]:
-        pipe: EventPipe[int] = EventPipe(asyncio.get_running_loop(), linger_s=1.0)
+        pipe: EventPipe[int] = EventPipe(asyncio.get_running_loop(), poll_s=1.0)
 
         def stream() -> None:
-            pipe.push(0)  # wakes the loop, which then lingers
+            pipe.push(0)  # no wake-up: the loop looks once a second
             time.sleep(0.02)
             for i in range(1, 10):
                 pipe.push(i)

@@ -10,7 +10,9 @@ window, the screenshot command and the UI benchmark, and its tests need no displ
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -27,11 +29,17 @@ from workbench.engine.requests import (
 from workbench.engine.session import Session, SessionError
 from workbench.engine.sinks import Sink
 from workbench.ui.event_pipe import EventPipe
+from workbench.ui.ui_pacer import shared_pacer
 
 T = TypeVar("T")
 # Tokens reach the UI in batches at most this far apart (the chat shows text ten times a
-# second at most); a stop or the answer's end is seen at most this late.
-EVENT_LINGER_S = 0.06
+# second at most), stretched by the pacer up to the maximum while the engine needs every core;
+# a stop or the answer's end is seen at most that late.
+EVENT_POLL_S = 0.06
+MAX_EVENT_POLL_S = 0.25
+# The engine thread, and the compute threads llama.cpp starts from it (they inherit it), run
+# at a lower priority than the UI: when they compete for a core, the UI gets it promptly.
+ENGINE_NICE = 5
 EngineEvent = PrefillProgress | TokenEvent | GenerateResult
 
 
@@ -184,7 +192,8 @@ class EngineBridge:
         if self._generating:
             raise EngineBusy("a generation is already running")
         loop = asyncio.get_running_loop()
-        events: EventPipe[EngineEvent | BaseException] = EventPipe(loop, EVENT_LINGER_S)
+        events: EventPipe[EngineEvent | BaseException] = EventPipe(
+            loop, poll_s=lambda: shared_pacer().interval(EVENT_POLL_S, MAX_EVENT_POLL_S))
         put = events.push
         self._generating = True
         self._cancel_generate.clear()
@@ -269,9 +278,23 @@ class EngineBridge:
         return await asyncio.shield(future)
 
     def _serve(self) -> None:
+        lower_thread_priority(ENGINE_NICE)
         while (job := self._jobs.get()) is not None:
             job()
         self._close_session()
+
+
+def lower_thread_priority(steps: int) -> bool:
+    """Raise the calling thread's nice value by `steps` (Linux, where nice is per thread);
+    False where that is not possible, and the thread runs on at its priority."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + steps)
+    except OSError:
+        return False
+    return True
 
 
 def _describe(session: Session) -> LoadedModel:

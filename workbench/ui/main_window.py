@@ -60,6 +60,9 @@ class QtMainWindow(QMainWindow):
 
     def __init__(self, bridge: EngineBridge, db: AsyncStore, config: Config) -> None:
         super().__init__()
+        # No dock animations: with them every re-layout of the window (a status label that
+        # grows) creates an animation object per dock, several times a second while streaming.
+        self.setAnimated(False)
         self.setWindowTitle("Workbench")
         self.resize(1440, 900)
         self.bridge, self.db, self.config = bridge, db, config

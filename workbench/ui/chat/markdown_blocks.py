@@ -1,4 +1,4 @@
-"""Split Markdown into prose and fenced code blocks (Qt-free).
+"""Split Markdown into prose paragraphs and fenced code blocks (Qt-free).
 
 Qt renders prose Markdown itself; code blocks are cut out first so that each gets its own widget
 with syntax colouring and a copy button. During streaming the last fence may still be open: that
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 # A fence: up to three spaces, then ``` or ~~~ (three or more), then an optional info string.
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})[ \t]*([^`\n]*)$")
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n(?=\S)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,10 @@ def split_blocks(markdown: str) -> list[Block]:
 
 
 def _add_prose(blocks: list[Block], lines: list[str]) -> None:
+    """Prose as one block per paragraph, so a streaming answer re-lays out only its last
+    paragraph. A blank line followed by indented text (a list item's second paragraph) does
+    not split: alone, that text would read as an indented code block."""
     text = "\n".join(lines).strip("\n")
-    if text.strip():
-        blocks.append(Block("prose", text))
+    for paragraph in _PARAGRAPH_BREAK.split(text):
+        if paragraph.strip():
+            blocks.append(Block("prose", paragraph.strip("\n")))

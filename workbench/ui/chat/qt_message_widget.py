@@ -31,7 +31,7 @@ from workbench.ui.chat.stats_line import thought_label
 from workbench.ui.ui_pacer import shared_pacer
 
 RENDER_MS = 100  # streaming text is laid out at most 10 times a second...
-MAX_RENDER_S = 0.4  # ...and at least 2.5 times, however busy the cores (ui_pacer.py)
+MAX_RENDER_S = 0.5  # ...and at least twice, however busy the cores (ui_pacer.py)
 _ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 _BADGES = {"stopped": "stopped", "interrupted": "interrupted", "error": "failed",
            "rejected": "not sent", "streaming": ""}
@@ -175,8 +175,12 @@ class QtMessageWidget(QFrame):
         self.stats.setVisible(bool(text))
 
     def _render_pending(self) -> None:
-        if self._pending is None or not shared_pacer().due("text", RENDER_MS / 1000,
-                                                            MAX_RENDER_S):
+        pacer = shared_pacer()
+        # Tick no faster than renders are allowed: an idle tick still costs a wake-up.
+        interval = int(pacer.interval(RENDER_MS / 1000, MAX_RENDER_S) * 1000)
+        if interval != self._render_timer.interval():
+            self._render_timer.setInterval(interval)
+        if self._pending is None or not pacer.due("text", RENDER_MS / 1000, MAX_RENDER_S):
             return
         self._render(*self._pending)
         self._pending = None

@@ -36,9 +36,10 @@ from workbench.ui.ui_pacer import UiPacer, shared_pacer
 # stretches that to as little as once a second while the engine needs every core, since each
 # frame's CPU comes off the token rate then.
 TICK_MS = 33
-MAX_REPAINT_S = 1.0
-PLOTS_PER_TICK = 2
-HEADLINE_MS = 500  # numbers people read: twice a second is plenty
+MAX_REPAINT_S = 1.5
+PLOTS_PER_TICK = 4
+HEADLINE_MS = 500  # numbers people read: twice a second is plenty...
+MAX_HEADLINE_S = 2.0  # ...and every two seconds will do while the engine needs every core
 CAPACITY = 32768  # tokens kept for the plots (a conversation's worth; 2 x 32k x 20 doubles)
 MAX_TURN_MARKERS = 200
 
@@ -96,7 +97,7 @@ class QtTelemetryPanel(QWidget):
         self._repaint_timer.start()
         self._headline_timer = QTimer(self)
         self._headline_timer.setInterval(HEADLINE_MS)
-        self._headline_timer.timeout.connect(self._show_headline)
+        self._headline_timer.timeout.connect(self._headline_tick)
         self._headline_timer.start()
         self._hover_proxy = pg.SignalProxy(
             self.graphics.scene().sigMouseMoved, rateLimit=20, slot=self._hover)
@@ -283,6 +284,10 @@ class QtTelemetryPanel(QWidget):
     def showEvent(self, event: Any) -> None:
         super().showEvent(event)
         self._dirty = True  # catch up on what arrived while hidden
+
+    def _headline_tick(self) -> None:
+        if self.pacer.due("headline", HEADLINE_MS / 1000, MAX_HEADLINE_S):
+            self._show_headline()
 
     def _show_headline(self) -> None:
         self.headline_row.show_headline(self.headline.value)

@@ -1,0 +1,33 @@
+"""`bench ui`: its verdict follows its figures, and one short real run produces them."""
+
+from __future__ import annotations
+
+from workbench.config import Config
+from workbench.ui.bench_ui import bench_script, report
+
+
+def test_the_verdict_follows_the_three_targets() -> None:
+    cfg = Config()
+    calm = [1.0] * 200
+    lines: list[str] = []
+    assert report(calm, [39.0, 40.0], [40.0, 40.0], cfg, lines.append) == 0
+    assert lines[-1] == "PASS"
+    assert "0.988" in lines[2]  # window/headless over the paired repeats: 79/80
+    slow_ui = report(calm, [35.0, 36.0], [40.0, 40.0], cfg, lines.append)
+    one_hitch = report([*calm, 60.0], [40.0, 40.0], [40.0, 40.0], cfg, lines.append)
+    laggy = report([25.0] * 200, [40.0, 40.0], [40.0, 40.0], cfg, lines.append)
+    assert (slow_ui, one_hitch, laggy) == (1, 1, 1)
+    assert lines[-1].startswith("FAIL")
+
+
+def test_a_short_real_run_reports_both_figures(qtbot, run, make_window, model_config) -> None:
+    window = make_window(model_config.replace(n_predict=12))
+    lines: list[str] = []
+    code = run(bench_script(window.chat.model.config, 1, lines.append)(window))
+    assert code in (0, 1)  # timing is not judged here; that is the benchmark's job
+    assert lines[0].startswith("run 1/1: window ")
+    lag = next(line for line in lines if line.startswith("event-loop lag"))
+    rates = next(line for line in lines if line.startswith("tok/s"))
+    assert " probes " in lag and "p99 -1" not in lag
+    assert "window/headless over paired repeats" in rates
+    assert window.telemetry.repaints > 0  # the plots were live during the window's runs
