@@ -32,6 +32,8 @@ def add_screenshot_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--height", type=int, default=900)
     p.add_argument("--keep-data", action="store_true",
                    help="use the real data directory instead of a temporary one")
+    p.add_argument("--front", choices=("telemetry", "experts"), default="telemetry",
+                   help="the dock in front on the right: live telemetry or the expert map")
     p.set_defaults(run=run_screenshot_cmd)
 
 
@@ -63,7 +65,8 @@ def run_screenshot_cmd(args: argparse.Namespace) -> int:
     out: Path = args.output
 
     async def script(window) -> int:
-        await take_screenshot(window, out, SCREENSHOT_CHATS, (args.width, args.height))
+        await take_screenshot(window, out, SCREENSHOT_CHATS, (args.width, args.height),
+                              args.front)
         print(f"wrote {out} ({out.stat().st_size // 1024} KiB)")
         return 0
 

@@ -82,7 +82,7 @@ def test_a_streamed_moe_maps_the_routed_experts_and_the_cache(qtbot, make_window
 
     # Hovering the hottest cell reads it out.
     box = panel.plot.getViewBox()
-    scene = box.mapViewToScene(QPointF(hottest[1] + 0.5, hottest[0] + 0.5))
+    scene = box.mapViewToScene(QPointF(hottest[1], hottest[0]))  # the centre of the cell
     panel._hover((scene,))
     assert panel.readout.text() == (f"layer {hottest[0]}, expert {hottest[1]}: routed "
                                     f"{expected[hottest]:.1f} recent, resident yes")

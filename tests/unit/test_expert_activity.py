@@ -108,3 +108,9 @@ def test_image_colours_cells_by_recent_routing_marks_residents_and_greys_dense_r
 def test_an_empty_map_renders_an_empty_image():
     m = ExpertActivityMap()
     assert m.empty and m.hottest() == 0.0 and m.rgba().shape == (0, 0, 4)
+
+
+def test_axis_ticks_are_whole_and_about_eight() -> None:
+    from workbench.ui.telemetry.expert_activity import tick_step
+
+    assert [tick_step(n) for n in (3, 8, 9, 24, 48, 128, 256)] == [1, 1, 2, 5, 10, 20, 50]

@@ -16,11 +16,13 @@ import asyncio
 import statistics
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from workbench.bench.stats import paired_ratio_ci
 from workbench.config import Config
 from workbench.engine.metrics import RunSummary
 from workbench.engine.requests import GenerateRequest
+from workbench.ui.bridge import ENGINE_NICE, lower_thread_priority
 from workbench.ui.main_window import QtMainWindow
 
 PROMPT = "Tell a short story about a lighthouse keeper and a storm."
@@ -75,23 +77,29 @@ def bench_script(config: Config, repeats: int, say: Callable[[str], None]):
             return 1
         loop = asyncio.get_running_loop()
         cfg = window.chat.model.config
-        # The headless session lives on a plain worker thread, as in the CLI.
-        session = await loop.run_in_executor(None, lambda: Session.open(cfg))
+        # The headless session lives on a worker thread of its own, at the window's engine
+        # priority, so the two arms differ only by the window (a niced engine yields to every
+        # other process too).
+        headless = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="headless",
+            initializer=lambda: lower_thread_priority(ENGINE_NICE))
+        session = await loop.run_in_executor(headless, lambda: Session.open(cfg))
         lags: list[float] = []
         ui_rates: list[float] = []
         headless_rates: list[float] = []
         try:
             await ui_run(window)  # warm-up, not counted
-            await loop.run_in_executor(None, headless_run, session, cfg.n_predict)
+            await loop.run_in_executor(headless, headless_run, session, cfg.n_predict)
             for i in range(repeats):
                 headless_rates.append(
-                    await loop.run_in_executor(None, headless_run, session, cfg.n_predict))
+                    await loop.run_in_executor(headless, headless_run, session, cfg.n_predict))
                 ui_rates.append(await ui_run(window))
                 await ui_run(window, lags)
                 say(f"run {i + 1}/{repeats}: window {ui_rates[-1]:.1f} tok/s, "
                     f"headless {headless_rates[-1]:.1f} tok/s")
         finally:
-            await loop.run_in_executor(None, session.close)
+            await loop.run_in_executor(headless, session.close)
+            headless.shutdown()
         return report(lags, ui_rates, headless_rates, cfg, say)
 
     return script

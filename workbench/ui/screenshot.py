@@ -28,10 +28,13 @@ async def settle(window: QtMainWindow) -> None:
         widget.flush()
     window.telemetry.repaint()
     window.telemetry.headline_row.show_headline(window.telemetry.headline.value)
+    if window.expert_map.streaming:
+        window.expert_map.repaint_map()
 
 
 async def take_screenshot(window: QtMainWindow, out: Path, chats: Sequence[Sequence[str]],
-                          size: tuple[int, int]) -> None:
+                          size: tuple[int, int], front: str = "telemetry") -> None:
+    """`front` names the right-hand dock shown in front: "telemetry" or "experts"."""
     window.resize(*size)
     if window.chat.model is None:
         raise RuntimeError("no model loaded; the screenshot needs a real chat")
@@ -43,6 +46,8 @@ async def take_screenshot(window: QtMainWindow, out: Path, chats: Sequence[Seque
     x0 = last.shown.stats.get("x_start")
     if isinstance(x0, int):
         window.telemetry.highlight(x0 + 5)
+    if front == "experts":
+        window.expert_dock.raise_()
     await settle(window)
     window.chat_view.follow_tail()
     await settle(window)

@@ -113,3 +113,17 @@ class ExpertActivityMap:
         dots = image[centre::cell_px, centre::cell_px]  # a view: one pixel per cell
         dots[self.resident, :3] = RESIDENT_RGB
         return image
+
+
+def tick_step(n: int, ticks: int = 8) -> int:
+    """A whole 1, 2 or 5 x 10^k step giving at most about `ticks` ticks over n rows."""
+    step = 1
+    while n / step > ticks:
+        step = _next_nice(step)
+    return step
+
+
+def _next_nice(step: int) -> int:
+    digits = str(step)
+    lead, zeros = int(digits[0]), len(digits) - 1
+    return (2 if lead == 1 else 5 if lead == 2 else 10) * 10 ** zeros

@@ -8,6 +8,7 @@ that does not stream its experts has no routing to show; the widget says so in g
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pyqtgraph as pg
@@ -15,7 +16,12 @@ from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QStackedLayout, QVBoxLayout, QWidget
 
 from workbench.engine.requests import ExpertActivity
-from workbench.ui.telemetry.expert_activity import LUT, RESIDENT_RGB, ExpertActivityMap
+from workbench.ui.telemetry.expert_activity import (
+    LUT,
+    RESIDENT_RGB,
+    ExpertActivityMap,
+    tick_step,
+)
 from workbench.ui.ui_pacer import shared_pacer
 
 REPAINT_MS = 200  # at most 5 frames a second: the map changes once per token at most
@@ -148,8 +154,14 @@ class QtExpertMap(QWidget):
             self.image.clear()
         else:
             self.image.setImage(self.model.rgba(), autoLevels=False)
-            self.image.setRect(QRectF(0, 0, n_expert, n_layer))
-            self.plot.setRange(xRange=(0, n_expert), yRange=(0, n_layer), padding=0)
+            # Cell (layer, expert) is centred on those integers, so the axes' ticks name rows
+            # and columns; ticks are whole numbers, about eight per axis.
+            self.image.setRect(QRectF(-0.5, -0.5, n_expert, n_layer))
+            self.plot.setRange(xRange=(-0.5, n_expert - 0.5), yRange=(-0.5, n_layer - 0.5),
+                               padding=0)
+            for side, n in (("left", n_layer), ("bottom", n_expert)):
+                step = tick_step(n)
+                self.plot.getAxis(side).setTickSpacing(levels=[(step, 0)])
         self._show_legend()
         self.paints += 1
 
@@ -167,7 +179,7 @@ class QtExpertMap(QWidget):
 
     def cell_at(self, x: float, y: float) -> tuple[int, int]:
         """(layer, expert) under view coordinates (x = expert, y = layer)."""
-        return int(y // 1), int(x // 1)
+        return math.floor(y + 0.5), math.floor(x + 0.5)
 
     def _hover(self, event: tuple[Any, ...]) -> None:
         pos = event[0]

@@ -1,0 +1,27 @@
+"""`screenshot`: the window after a real chat, written to a PNG that shows something."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QImage
+
+from workbench.ui.screenshot import take_screenshot
+
+
+def distinct_colours(image: QImage, step: int = 16) -> int:
+    return len({image.pixel(x, y) for x in range(0, image.width(), step)
+                for y in range(0, image.height(), step)})
+
+
+def test_a_screenshot_after_a_real_chat(qtbot, run, make_window, model_config, tmp_path) -> None:
+    window = make_window(model_config.replace(n_predict=8))
+    out = tmp_path / "shot.png"
+    run(take_screenshot(window, out, [("Say hi.",)], (1440, 900)))
+    image = QImage(str(out))
+    assert (image.width(), image.height()) == (1440, 900)
+    assert distinct_colours(image) > 20  # text, plots and widgets, not a blank grab
+    assert window.telemetry.repaints > 0 and window.telemetry.next_x == 8
+    assert window.chat_view.messages[-1].shown.role == "assistant"
+    # The expert map in front: a dense model says it needs streaming.
+    run(take_screenshot(window, out, [], (1440, 900), front="experts"))
+    assert not window.expert_dock.visibleRegion().isEmpty()
+    assert "needs expert streaming" in window.expert_map.message.text()
