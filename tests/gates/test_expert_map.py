@@ -8,13 +8,13 @@ contents, as an independent LRU replay of the same trace predicts. Run on a spli
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.gates.lru_replay import replay_lru
 from workbench.config import Config
 from workbench.engine.requests import ExpertActivity, GenerateRequest, TokenEvent
 from workbench.engine.session import Session
@@ -115,28 +115,6 @@ def test_each_tokens_routing_equals_its_trace_and_sums_to_the_generation(model, 
     assert np.array_equal(snapshot.routed > 0, ever)
 
 
-def _lru_states(loads: list[Load], entry_bytes: dict[int, int], budget: int):
-    """An independent LRU over (layer, expert) with the streamer's rule (a load never evicts its
-    own entries); yields the set of resident entries after each load."""
-    cache: OrderedDict[tuple[int, int], int] = OrderedDict()
-    resident = 0
-    for layer, ids in loads:
-        for e in ids:
-            key = (layer, e)
-            if key in cache:
-                cache.move_to_end(key)
-            else:
-                cache[key] = entry_bytes[layer]
-                resident += entry_bytes[layer]
-        protected = {(layer, e) for e in ids}
-        while resident > budget:
-            victim = next(iter(cache))
-            if victim in protected:
-                break
-            resident -= cache.pop(victim)
-        yield set(cache)
-
-
 def test_residency_follows_an_independent_lru_replay_token_by_token(model, traced):
     n_layer, n_expert, _, _ = facts(model)
     run = traced(model, moe_stream=True, cache_mb=1, o_direct=False)
@@ -144,7 +122,7 @@ def test_residency_follows_an_independent_lru_replay_token_by_token(model, trace
     for t in run.session.streaming.experts:
         entry_bytes[t.layer] = entry_bytes.get(t.layer, 0) + t.expert_stride
     loads = run.prefill + [ld for t in run.per_token for ld in t]
-    states = list(_lru_states(loads, entry_bytes, 1 * MIB))
+    states = [step.resident for step in replay_lru(loads, entry_bytes, 1 * MIB)]
     end = len(run.prefill) - 1
     for event, token_loads in zip(run.events, run.per_token, strict=True):
         end += len(token_loads)

@@ -9,13 +9,13 @@ output, and a negative control shows that one wrong expert slice makes the gate 
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.gates.lru_replay import replay_lru
 from workbench.config import Config
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import Session, SessionError
@@ -155,35 +155,6 @@ def test_negative_control_a_wrong_expert_slice_fails_the_gate(model, run, monkey
         assert_identical(resident, broken)
 
 
-def _lru_replay(loads: list[tuple[int, list[int]]], entry_bytes: dict[int, int],
-                budget: int) -> tuple[int, int, list[int]]:
-    """An independent LRU over (layer, expert) with the streamer's rule: a load's own entries are
-    never evicted by that load. Returns lookups, hits and the missed bytes of each load."""
-    cache: OrderedDict[tuple[int, int], int] = OrderedDict()
-    resident = lookups = hits = 0
-    missed_per_load = []
-    for layer, ids in loads:
-        missed = 0
-        for e in ids:
-            lookups += 1
-            key = (layer, e)
-            if key in cache:
-                hits += 1
-                cache.move_to_end(key)
-            else:
-                cache[key] = entry_bytes[layer]
-                resident += entry_bytes[layer]
-                missed += entry_bytes[layer]
-        protected = {(layer, e) for e in ids}
-        while resident > budget:
-            victim = next(iter(cache))
-            if victim in protected:
-                break
-            resident -= cache.pop(victim)
-        missed_per_load.append(missed)
-    return lookups, hits, missed_per_load
-
-
 @pytest.mark.parametrize("cache_mb", [1, 3])
 def test_hit_rate_and_bytes_read_match_an_independent_lru_replay(model, run, cache_mb):
     streamed = run(model, trace=True, moe_stream=True, cache_mb=cache_mb, o_direct=False)
@@ -192,7 +163,9 @@ def test_hit_rate_and_bytes_read_match_an_independent_lru_replay(model, run, cac
     entry_bytes: dict[int, int] = {}
     for t in runtime.experts:
         entry_bytes[t.layer] = entry_bytes.get(t.layer, 0) + t.expert_stride
-    lookups, hits, missed = _lru_replay(loads, entry_bytes, cache_mb * MIB)
+    steps = list(replay_lru(loads, entry_bytes, cache_mb * MIB))
+    lookups, hits = sum(s.lookups for s in steps), sum(s.hits for s in steps)
+    missed = [s.missed_bytes for s in steps]
     counters = runtime.streamer.counters()
     assert counters.lookups == lookups
     assert counters.hit_pct == pytest.approx(100.0 * hits / lookups)

@@ -27,6 +27,7 @@ from workbench.ui.main_window import QtMainWindow
 
 PROMPT = "Tell a short story about a lighthouse keeper and a storm."
 PROBE_S = 0.005
+SETTLE_S = 0.3
 LAG_P99_MS, LAG_MAX_MS, RATIO_MIN = 20.0, 50.0, 0.97
 
 
@@ -48,6 +49,9 @@ async def probe_lag(stop: asyncio.Event, lags: list[float]) -> None:
 async def ui_run(window: QtMainWindow, lags: list[float] | None = None) -> float:
     """One answer in a new conversation; with `lags`, the lag probe runs meanwhile."""
     await window.conversations.open(None)
+    # Let the new conversation's clean-up (old messages deleted, plots cleared and repainted)
+    # finish first: the lag measured is that of sending and generating.
+    await asyncio.sleep(SETTLE_S)
     stop = asyncio.Event()
     probe = None
     if lags is not None:
@@ -91,9 +95,13 @@ def bench_script(config: Config, repeats: int, say: Callable[[str], None]):
             await ui_run(window)  # warm-up, not counted
             await loop.run_in_executor(headless, headless_run, session, cfg.n_predict)
             for i in range(repeats):
-                headless_rates.append(
-                    await loop.run_in_executor(headless, headless_run, session, cfg.n_predict))
-                ui_rates.append(await ui_run(window))
+                # ABBA: which arm goes first alternates, so a drift within a repeat (the
+                # machine warming, a neighbour waking) does not favour either arm.
+                arms = [lambda: loop.run_in_executor(headless, headless_run, session,
+                                                     cfg.n_predict),
+                        lambda: ui_run(window)]
+                for arm in arms if i % 2 == 0 else arms[::-1]:
+                    (headless_rates if arm is arms[0] else ui_rates).append(await arm())
                 await ui_run(window, lags)
                 say(f"run {i + 1}/{repeats}: window {ui_rates[-1]:.1f} tok/s, "
                     f"headless {headless_rates[-1]:.1f} tok/s")

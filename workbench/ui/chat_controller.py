@@ -8,6 +8,7 @@ one the engine is told which complete turns of the branch on screen are the mode
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +33,7 @@ from workbench.ui.db_worker import AsyncStore
 from workbench.ui.qt_status_bar import QtStatusBar
 from workbench.ui.telemetry.qt_expert_map import QtExpertMap
 from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
+from workbench.ui.ui_pacer import shared_pacer
 
 log = logging.getLogger("workbench.ui")
 
@@ -214,11 +216,16 @@ class ChatController:
                   or self.chat.append(ShownMessage.from_store(answer)))
         widget.begin_stream()
         self.status.set_state("prefill")
+        shared_pacer().answer_started()
         await asyncio.sleep(0)  # let the loop breathe between building the message and the plots
         recorder = TurnRecorder()
         x0 = self.telemetry.begin_turn()
         result: GenerateResult | None = None
         run_id: int | None = None
+        # No cycle collection while the answer streams: a full one walks every object of the
+        # window and stalls the event loop for up to ~100 ms. Reference counting still frees
+        # almost everything; the collector catches up after the answer.
+        gc.disable()
         try:
             await self.bridge.set_history(history)
             run = await self.db.call(lambda s: s.create_run(self.model.run_info,
@@ -245,7 +252,10 @@ class ChatController:
                 reasoning=recorder.reasoning,
                 error=f"The answer failed: {exc}. The conversation is intact; try again, or "
                       "reopen the model if this repeats.")
+        finally:
+            gc.enable()
         assert result is not None
+        shared_pacer().answer_ended()
         await self._finish(answer, widget, recorder, result, run_id, x0)
 
     def _on_token(self, event: TokenEvent, recorder: TurnRecorder, widget: Any) -> None:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 CONTENDED_SHARE = 0.03  # of one core, when the engine's threads leave no core free
 SPARE_CORE_SHARE = 0.5  # with a free core the UI competes with nobody
 WINDOW_S = 0.5  # the UI's CPU share is measured over windows this long
-MAX_STRETCH = 30.0
-STEP = 1.5  # the stretch changes by this factor per window
+MAX_STRETCH = 100.0  # enough to take every view to its own cap
+STEP = 2.0  # the stretch changes by this factor per window
 SLACK = 0.2
 
 
@@ -41,6 +41,16 @@ class UiPacer:
     share: float = -1.0  # the UI thread's CPU share over the last window (-1: not yet measured)
     _window_start: tuple[float, float] | None = None
     _last: dict[str, float] = field(default_factory=dict)
+    _answer_stretch: float = 1.0  # where the last answer left the stretch
+
+    def answer_started(self) -> None:
+        """An answer starts streaming: begin where the last one ended. The stretch relaxes
+        between answers, so the idle window is lively, but ramping up again would take a few
+        seconds of every answer."""
+        self.stretch = max(self.stretch, self._answer_stretch)
+
+    def answer_ended(self) -> None:
+        self._answer_stretch = self.stretch
 
     def due(self, view: str, base_s: float, max_s: float) -> bool:
         """Whether `view` may repaint now; if so, its next repaint is counted from now.
@@ -72,6 +82,13 @@ class UiPacer:
                 self.stretch = max(1.0, self.stretch / STEP)
             self._window_start = (wall, cpu)
         return wall
+
+
+def pace_note(interval_s: float, slowed_from_s: float = 0.1) -> str:
+    """A few words for the user when a view refreshes slower than usual, else ""."""
+    if interval_s <= slowed_from_s:
+        return ""
+    return f"refreshing every {interval_s:.1f} s: the engine is using every core"
 
 
 _shared = UiPacer()

@@ -31,7 +31,7 @@ from workbench.ui.chat.stats_line import thought_label
 from workbench.ui.ui_pacer import shared_pacer
 
 RENDER_MS = 100  # streaming text is laid out at most 10 times a second...
-MAX_RENDER_S = 0.5  # ...and at least twice, however busy the cores (ui_pacer.py)
+MAX_RENDER_S = 0.75  # ...and at least every 0.75 s, however busy the cores (ui_pacer.py)
 _ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 _BADGES = {"stopped": "stopped", "interrupted": "interrupted", "error": "failed",
            "rejected": "not sent", "streaming": ""}

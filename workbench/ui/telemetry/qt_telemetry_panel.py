@@ -25,19 +25,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.ui.qt_stable_label import QtStableLabel
 from workbench.ui.telemetry.headline import HeadlineTracker
 from workbench.ui.telemetry.qt_headline_row import QtHeadlineRow
 from workbench.ui.telemetry.ring_buffer import RingBuffer
 from workbench.ui.telemetry.series import COLUMNS, PLOTS, metrics_getter, readout, row_values
 from workbench.ui.telemetry.view_range import follow_x_range, y_ceiling
-from workbench.ui.ui_pacer import UiPacer, shared_pacer
+from workbench.ui.ui_pacer import UiPacer, pace_note, shared_pacer
 
 # The timer ticks at ~30 Hz, the most the plots ever repaint; the shared pacer (ui_pacer.py)
 # stretches that to as little as once a second while the engine needs every core, since each
 # frame's CPU comes off the token rate then.
 TICK_MS = 33
-MAX_REPAINT_S = 1.5
-PLOTS_PER_TICK = 4
+MAX_REPAINT_S = 2.5
+PLOTS_PER_TICK = 2
 HEADLINE_MS = 500  # numbers people read: twice a second is plenty...
 MAX_HEADLINE_S = 2.0  # ...and every two seconds will do while the engine needs every core
 CAPACITY = 32768  # tokens kept for the plots (a conversation's worth; 2 x 32k x 20 doubles)
@@ -71,8 +72,12 @@ class QtTelemetryPanel(QWidget):
         self.readout = QLabel("Hover a plot to read a token's values")
         self.readout.setStyleSheet("color: #555; font-size: 11px;")
         self.readout.setWordWrap(True)
+        # Says when the plots are paced down, so a slow refresh is not mistaken for a stall.
+        self.pace_note = QtStableLabel("")
+        self.pace_note.setStyleSheet("color: #a66; font-size: 11px;")
         tools = QHBoxLayout()
         tools.addWidget(self.readout, 1)
+        tools.addWidget(self.pace_note)
         tools.addWidget(self.follow_button)
         self.graphics = pg.GraphicsLayoutWidget()
         self.plots: dict[str, pg.PlotItem] = {}
@@ -288,6 +293,8 @@ class QtTelemetryPanel(QWidget):
     def _headline_tick(self) -> None:
         if self.pacer.due("headline", HEADLINE_MS / 1000, MAX_HEADLINE_S):
             self._show_headline()
+            self.pace_note.setText(pace_note(self.pacer.interval(TICK_MS / 1000,
+                                                                 MAX_REPAINT_S)))
 
     def _show_headline(self) -> None:
         self.headline_row.show_headline(self.headline.value)
