@@ -97,11 +97,11 @@ def bench_script(config: Config, repeats: int, say: Callable[[str], None]):
             for i in range(repeats):
                 # ABBA: which arm goes first alternates, so a drift within a repeat (the
                 # machine warming, a neighbour waking) does not favour either arm.
-                arms = [lambda: loop.run_in_executor(headless, headless_run, session,
-                                                     cfg.n_predict),
-                        lambda: ui_run(window)]
-                for arm in arms if i % 2 == 0 else arms[::-1]:
-                    (headless_rates if arm is arms[0] else ui_rates).append(await arm())
+                arms = [(headless_rates, lambda: loop.run_in_executor(
+                            headless, headless_run, session, cfg.n_predict)),
+                        (ui_rates, lambda: ui_run(window))]
+                for rates, run_arm in arms if i % 2 == 0 else arms[::-1]:
+                    rates.append(await run_arm())
                 await ui_run(window, lags)
                 say(f"run {i + 1}/{repeats}: window {ui_rates[-1]:.1f} tok/s, "
                     f"headless {headless_rates[-1]:.1f} tok/s")

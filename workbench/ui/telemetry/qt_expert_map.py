@@ -3,8 +3,8 @@
 Token events only fold their routings into the model (`ExpertActivityMap.add`, a few numpy
 operations) and mark it changed. A 5 Hz timer repaints, as the shared pacer allows, and only
 when something changed and the widget is on screen: on a 2-core machine every frame is CPU the
-engine does not get. A model
-that does not stream its experts has no routing to show; the widget says so in grey text.
+engine does not get. A model that does not stream its experts has no routing to show; the widget
+says so in grey text.
 """
 
 from __future__ import annotations

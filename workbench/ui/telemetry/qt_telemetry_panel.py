@@ -34,8 +34,8 @@ from workbench.ui.telemetry.view_range import follow_x_range, y_ceiling
 from workbench.ui.ui_pacer import UiPacer, pace_note, shared_pacer
 
 # The timer ticks at ~30 Hz, the most the plots ever repaint; the shared pacer (ui_pacer.py)
-# stretches that to as little as once a second while the engine needs every core, since each
-# frame's CPU comes off the token rate then.
+# stretches that to as little as once every MAX_REPAINT_S while the engine needs every core,
+# since each frame's CPU comes off the token rate then.
 TICK_MS = 33
 MAX_REPAINT_S = 2.5
 PLOTS_PER_TICK = 2
@@ -321,7 +321,7 @@ class QtTelemetryPanel(QWidget):
         self._dirty = True
         self.set_x_range(*view.viewRange()[0])
 
-    def _x_moved(self, view: Any, x_range: Any = None, *_: Any) -> None:
+    def _x_moved(self, view: Any, *_: Any) -> None:
         if self.following or self._syncing_x:
             return
         self._dirty = True  # the visible slice changed
