@@ -56,7 +56,7 @@ class UiPacer:
         """Whether `view` may repaint now; if so, its next repaint is counted from now.
         `base_s` is its interval with no contention, `max_s` the longest it is stretched to."""
         now = self._sample()
-        interval = min(max_s, base_s * self.stretch)
+        interval = self.interval(base_s, max_s)
         last = self._last.get(view)
         # A timer ticking at the base interval fires a little early now and then; without
         # the slack such a tick would be skipped and the view would run at half its rate.
