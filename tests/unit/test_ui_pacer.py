@@ -108,10 +108,12 @@ def test_the_pace_note_speaks_only_when_a_view_is_slowed() -> None:
 def test_an_answer_starts_where_the_last_one_left_the_stretch() -> None:
     p, clocks = pacer(0.03)
     p.answer_started()
+    assert p.answering
     for _ in range(200):  # a busy answer takes the stretch to the cap
         p.due("plots", 0.033, 1.0)
         clocks.advance(0.033, 0.20)
     p.answer_ended()
+    assert not p.answering  # the plots' "engine is using every core" note goes away
     for _ in range(300):  # idle between answers: the window relaxes
         p.due("plots", 0.033, 1.0)
         clocks.advance(0.033, 0.0)

@@ -254,8 +254,8 @@ class ChatController:
                       "reopen the model if this repeats.")
         finally:
             gc.enable()
+            shared_pacer().answer_ended()
         assert result is not None
-        shared_pacer().answer_ended()
         await self._finish(answer, widget, recorder, result, run_id, x0)
 
     def _on_token(self, event: TokenEvent, recorder: TurnRecorder, widget: Any) -> None:

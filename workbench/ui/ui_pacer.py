@@ -41,15 +41,18 @@ class UiPacer:
     share: float = -1.0  # the UI thread's CPU share over the last window (-1: not yet measured)
     _window_start: tuple[float, float] | None = None
     _last: dict[str, float] = field(default_factory=dict)
+    answering: bool = False  # an answer is streaming (the engine is busy)
     _answer_stretch: float = 1.0  # where the last answer left the stretch
 
     def answer_started(self) -> None:
         """An answer starts streaming: begin where the last one ended. The stretch relaxes
         between answers, so the idle window is lively, but ramping up again would take a few
         seconds of every answer."""
+        self.answering = True
         self.stretch = max(self.stretch, self._answer_stretch)
 
     def answer_ended(self) -> None:
+        self.answering = False
         self._answer_stretch = self.stretch
 
     def due(self, view: str, base_s: float, max_s: float) -> bool:

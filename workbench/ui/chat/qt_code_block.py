@@ -10,6 +10,7 @@ from PySide6.QtGui import (
     QGuiApplication,
     QSyntaxHighlighter,
     QTextCharFormat,
+    QTextCursor,
 )
 from PySide6.QtWidgets import (
     QFrame,
@@ -109,9 +110,17 @@ class QtCodeBlock(QFrame):
         layout.addWidget(self.editor)
 
     def set_code(self, code: str) -> None:
-        if code == self.editor.toPlainText():
+        old = self.editor.toPlainText()
+        if code == old:
             return
-        self.editor.setPlainText(code)
+        if old and code.startswith(old):
+            # Streaming code only grows: append, so only the new lines are laid out and
+            # coloured again.
+            cursor = QTextCursor(self.editor.document())
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+            cursor.insertText(code[len(old):])
+        else:
+            self.editor.setPlainText(code)
         lines = max(1, code.count("\n") + 1)
         metrics = self.editor.fontMetrics()
         scrollbar = self.editor.horizontalScrollBar().sizeHint().height()

@@ -1,4 +1,4 @@
-"""Markdown as a column of prose labels and code blocks, updated in place while it streams.
+"""Markdown as a column of prose views and code blocks, updated in place while it streams.
 
 `set_markdown` is called by a timer (a few times a second), never per token: Markdown layout is
 the expensive part of a chat view. Blocks that did not change keep their widgets, so a long
@@ -7,24 +7,11 @@ answer costs one re-layout of its last block per update, not of the whole answer
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from workbench.ui.chat.markdown_blocks import Block, split_blocks
 from workbench.ui.chat.qt_code_block import QtCodeBlock
-
-
-def make_prose_label(text: str = "", rich: bool = True) -> QLabel:
-    label = QLabel()
-    label.setTextFormat(Qt.TextFormat.MarkdownText if rich else Qt.TextFormat.PlainText)
-    label.setWordWrap(True)
-    label.setOpenExternalLinks(True)
-    label.setTextInteractionFlags(
-        Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.LinksAccessibleByMouse
-    )
-    label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-    label.setText(text)
-    return label
+from workbench.ui.chat.qt_text_view import QtTextView
 
 
 class QtMarkdownView(QWidget):
@@ -79,11 +66,13 @@ def _make(block: Block) -> QWidget:
         widget = QtCodeBlock(block.language)
         widget.set_code(block.text)
         return widget
-    return make_prose_label(block.text)
+    view = QtTextView()
+    view.set_text(block.text)
+    return view
 
 
 def _update(widget: QWidget, block: Block) -> None:
     if isinstance(widget, QtCodeBlock):
         widget.set_code(block.text)
-    elif isinstance(widget, QLabel):
-        widget.setText(block.text)
+    elif isinstance(widget, QtTextView):
+        widget.set_text(block.text)

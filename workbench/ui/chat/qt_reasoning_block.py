@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QFrame, QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QToolButton, QVBoxLayout, QWidget
 
-from workbench.ui.chat.qt_markdown_view import make_prose_label
+from workbench.ui.chat.qt_text_view import QtTextView
 
 
 class QtReasoningBlock(QFrame):
@@ -24,7 +24,7 @@ class QtReasoningBlock(QFrame):
         self.toggle.setAutoRaise(True)
         self.toggle.setCheckable(True)
         self.toggle.toggled.connect(self._set_expanded)
-        self.body: QLabel = make_prose_label(rich=False)
+        self.body = QtTextView(rich=False)
         self.body.setStyleSheet("color: #666;")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 0, 4, 4)
@@ -71,8 +71,7 @@ class QtReasoningBlock(QFrame):
         self._tokens = tokens
         if self._live and changed:
             self._tick()
-        if text != self.body.text():
-            self.body.setText(text)
+        self.body.set_text(text)
         if text and not self.isVisible():
             self.setVisible(True)
 

@@ -293,8 +293,9 @@ class QtTelemetryPanel(QWidget):
     def _headline_tick(self) -> None:
         if self.pacer.due("headline", HEADLINE_MS / 1000, MAX_HEADLINE_S):
             self._show_headline()
-            self.pace_note.setText(pace_note(self.pacer.interval(TICK_MS / 1000,
-                                                                 MAX_REPAINT_S)))
+            # Between answers the stretch relaxes on its own; the note is about the engine.
+            interval = self.pacer.interval(TICK_MS / 1000, MAX_REPAINT_S)
+            self.pace_note.setText(pace_note(interval) if self.pacer.answering else "")
 
     def _show_headline(self) -> None:
         self.headline_row.show_headline(self.headline.value)
