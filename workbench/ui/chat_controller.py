@@ -157,6 +157,7 @@ class ChatController:
             lambda s: s.add_message(cid, user.id, "assistant", status="streaming"))
         self.path += [user, answer]
         self.chat.append(ShownMessage.from_store(user))
+        await asyncio.sleep(0)  # one message widget per step of the loop, not two
         await self._generate(text, answer, history)
 
     async def regenerate(self, answer_id: int) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPaintEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -28,10 +28,12 @@ from workbench.ui.chat.qt_markdown_view import QtMarkdownView
 from workbench.ui.chat.qt_reasoning_block import QtReasoningBlock
 from workbench.ui.chat.shown import ShownMessage
 from workbench.ui.chat.stats_line import thought_label
+from workbench.ui.qt_text_style import style_text
 from workbench.ui.ui_pacer import shared_pacer
 
 RENDER_MS = 100  # streaming text is laid out at most 10 times a second...
 MAX_RENDER_S = 0.75  # ...and at least every 0.75 s, however busy the cores (ui_pacer.py)
+_USER_TINT = QColor("#eef3fb")
 _ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 _BADGES = {"stopped": "stopped", "interrupted": "interrupted", "error": "failed",
            "rejected": "not sent", "streaming": ""}
@@ -67,7 +69,7 @@ class QtMessageWidget(QFrame):
         self.prev_button.clicked.connect(lambda: self._go(self.shown.previous_id))
         self.next_button.clicked.connect(lambda: self._go(self.shown.next_id))
         self.badge = QLabel()
-        self.badge.setStyleSheet("color: #b35900; font-weight: bold;")
+        style_text(self.badge, "#b35900", bold=True)
         self.copy_button = _tool("Copy", "Copy this message")
         self.copy_button.clicked.connect(self.copy)
         self.edit_button = _tool("Edit", "Edit and resend (the original stays as a version)")
@@ -93,43 +95,65 @@ class QtMessageWidget(QFrame):
 
         self.reasoning = QtReasoningBlock()
         self.body = QtMarkdownView()
-        self.token_view = QLabel()
-        self.token_view.setWordWrap(True)
-        self.token_view.setTextFormat(Qt.TextFormat.RichText)
-        self.token_view.linkActivated.connect(self._token_link)
-        self.token_view.setVisible(False)
-        self.editor = QPlainTextEdit()
-        self.editor.setVisible(False)
-        self.save_button = QPushButton("Save and send")
-        self.cancel_edit_button = QPushButton("Cancel")
-        self.save_button.clicked.connect(self._submit_edit)
-        self.cancel_edit_button.clicked.connect(self.cancel_edit)
-        edit_row = QHBoxLayout()
-        edit_row.addStretch(1)
-        edit_row.addWidget(self.cancel_edit_button)
-        edit_row.addWidget(self.save_button)
-        self._edit_row = QWidget()
-        self._edit_row.setLayout(edit_row)
-        self._edit_row.setVisible(False)
+        # The token view and the editor are made when first asked for: most messages never
+        # show them, and every widget made adds to the moment a new message appears.
+        self.token_view: QLabel | None = None
+        self.editor: QPlainTextEdit | None = None
+        self.save_button: QPushButton | None = None
+        self._edit_row: QWidget | None = None
         self.note = QLabel()
         self.note.setWordWrap(True)
-        self.note.setStyleSheet("color: #8a6d3b; font-style: italic;")
+        style_text(self.note, "#8a6d3b", italic=True)
         self.error = QLabel()
         self.error.setWordWrap(True)
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.error.setStyleSheet("color: #b00020;")
+        style_text(self.error, "#b00020")
         self.stats = QLabel()
-        self.stats.setStyleSheet("color: #888; font-size: 11px;")
+        style_text(self.stats, "#888", pixel_size=11)
         self.stats.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(10, 6, 10, 6)
-        layout.setSpacing(4)
-        layout.addLayout(header)
-        for w in (self.reasoning, self.body, self.token_view, self.editor, self._edit_row,
-                  self.note, self.error, self.stats):
-            layout.addWidget(w)
-        if role == "user":
-            self.setStyleSheet("#message_user { background: #eef3fb; border-radius: 6px; }")
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(10, 6, 10, 6)
+        self._layout.setSpacing(4)
+        self._layout.addLayout(header)
+        for w in (self.reasoning, self.body, self.note, self.error, self.stats):
+            self._layout.addWidget(w)
+
+    def _ensure_token_view(self) -> QLabel:
+        if self.token_view is None:
+            self.token_view = QLabel()
+            self.token_view.setWordWrap(True)
+            self.token_view.setTextFormat(Qt.TextFormat.RichText)
+            self.token_view.linkActivated.connect(self._token_link)
+            self._layout.insertWidget(self._layout.indexOf(self.body) + 1, self.token_view)
+        return self.token_view
+
+    def _ensure_editor(self) -> QPlainTextEdit:
+        if self.editor is None:
+            self.editor = QPlainTextEdit()
+            self.save_button = QPushButton("Save and send")
+            cancel = QPushButton("Cancel")
+            self.save_button.clicked.connect(self._submit_edit)
+            cancel.clicked.connect(self.cancel_edit)
+            self._edit_row = QWidget()
+            edit_row = QHBoxLayout(self._edit_row)
+            edit_row.addStretch(1)
+            edit_row.addWidget(cancel)
+            edit_row.addWidget(self.save_button)
+            at = self._layout.indexOf(self.body) + 1
+            self._layout.insertWidget(at, self.editor)
+            self._layout.insertWidget(at + 1, self._edit_row)
+        return self.editor
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        # The user's messages sit on a tint, drawn here rather than by a style sheet (which
+        # would slow every child's polish and paint).
+        if self.shown.role == "user":
+            painter = QPainter(self)
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(_USER_TINT)
+            painter.drawRoundedRect(self.rect(), 6, 6)
+        super().paintEvent(event)
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -209,6 +233,9 @@ class QtMessageWidget(QFrame):
             self._show_tokens(True)
 
     def _show_tokens(self, on: bool) -> None:
+        if not on and self.token_view is None:
+            return
+        token_view = self._ensure_token_view()
         if on:
             spans = []
             for i, piece in enumerate(self._token_pieces):
@@ -216,8 +243,8 @@ class QtMessageWidget(QFrame):
                 text = html.escape(piece).replace("\n", "↵<br>") or "∅"
                 spans.append(f'<a href="tok:{i}" style="color: #222; text-decoration: none; '
                              f'background: {shade};">{text}</a>')
-            self.token_view.setText("".join(spans))
-        self.token_view.setVisible(on)
+            token_view.setText("".join(spans))
+        token_view.setVisible(on)
         self.body.setVisible(not on)
 
     def _token_link(self, link: str) -> None:
@@ -230,18 +257,23 @@ class QtMessageWidget(QFrame):
         QGuiApplication.clipboard().setText(self.shown.content)
 
     def start_edit(self) -> None:
-        self.editor.setPlainText(self.shown.content)
-        self.editor.setVisible(True)
+        editor = self._ensure_editor()
+        editor.setPlainText(self.shown.content)
+        editor.setVisible(True)
         self._edit_row.setVisible(True)
         self.body.setVisible(False)
-        self.editor.setFocus()
+        editor.setFocus()
 
     def cancel_edit(self) -> None:
+        if self.editor is None:
+            return
         self.editor.setVisible(False)
         self._edit_row.setVisible(False)
         self.body.setVisible(True)
 
     def _submit_edit(self) -> None:
+        if self.editor is None:
+            return
         text = self.editor.toPlainText().strip()
         self.cancel_edit()
         if text:

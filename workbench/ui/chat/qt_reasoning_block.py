@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QFrame, QToolButton, QVBoxLayout, QWidget
 
 from workbench.ui.chat.qt_text_view import QtTextView
+from workbench.ui.qt_text_style import style_text
 
 
 class QtReasoningBlock(QFrame):
@@ -25,7 +26,7 @@ class QtReasoningBlock(QFrame):
         self.toggle.setCheckable(True)
         self.toggle.toggled.connect(self._set_expanded)
         self.body = QtTextView(rich=False)
-        self.body.setStyleSheet("color: #666;")
+        style_text(self.body, "#666")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 0, 4, 4)
         layout.setSpacing(2)
