@@ -41,6 +41,7 @@ _STATUS = {StopReason.EOS: "complete", StopReason.LENGTH: "complete",
            StopReason.STOPPED: "stopped", StopReason.ERROR: "error",
            StopReason.REJECTED: "rejected"}
 TITLE_CHARS = 60
+YIELD_S = 0.001  # a pause that lets due timers and input run between two steps of work
 
 
 class ChatController:
@@ -157,7 +158,9 @@ class ChatController:
             lambda s: s.add_message(cid, user.id, "assistant", status="streaming"))
         self.path += [user, answer]
         self.chat.append(ShownMessage.from_store(user))
-        await asyncio.sleep(0)  # one message widget per step of the loop, not two
+        # One message widget per step of the loop, not two. A zero sleep would not do: its
+        # callback runs ahead of timers already due, so those would wait for both steps.
+        await asyncio.sleep(YIELD_S)
         await self._generate(text, answer, history)
 
     async def regenerate(self, answer_id: int) -> None:
@@ -218,7 +221,7 @@ class ChatController:
         widget.begin_stream()
         self.status.set_state("prefill")
         shared_pacer().answer_started()
-        await asyncio.sleep(0)  # let the loop breathe between building the message and the plots
+        await asyncio.sleep(YIELD_S)  # let the loop breathe between the message and the plots
         recorder = TurnRecorder()
         x0 = self.telemetry.begin_turn()
         result: GenerateResult | None = None
