@@ -77,6 +77,19 @@ def test_clicking_a_token_highlights_it_on_every_plot(qtbot, make_window):
     assert "token 3" in window.telemetry.readout.text()
     assert not window.telemetry.following
 
+    # The other way: a span selected on the plots marks its tokens in the answer, opening the
+    # token view if it is closed.
+    answer.tokens_button.click()
+    assert not answer.token_view.isVisible()
+    x0 = answer.shown.stats["x_start"]
+    window.telemetry.select_span(x0 + 2, x0 + 5)
+    assert answer.token_view.isVisible()
+    assert answer.token_view.text().count("#ffd54f") == 4
+    assert window.telemetry.span_readout.text().startswith(
+        f"tokens {x0 + 2}–{x0 + 5} (4, turn 0): ")
+    window.telemetry.clear_span()
+    assert "#ffd54f" not in answer.token_view.text()
+
 
 def test_stop_keeps_the_partial_answer_marked_and_the_next_prompt_works(qtbot, make_window,
                                                                          model_config):

@@ -91,3 +91,44 @@ def test_a_highlighted_token_is_brought_into_view_on_every_plot(panel) -> None:
     assert panel.highlighted_x == 20
     for lo, hi in x_ranges(panel).values():
         assert lo <= 20 <= hi
+
+
+def test_shift_drag_selects_a_span_and_a_click_clears_it(panel, qtbot) -> None:
+    from PySide6.QtCore import QPoint, QPointF, Qt
+
+    panel.begin_turn()
+    for i in range(100):
+        panel.append(row(i))
+    panel.repaint()
+    qtbot.wait(50)  # the new ranges reach the views' transforms
+    spans: list[tuple[int, int]] = []
+    panel.span_selected.connect(lambda a, b: spans.append((a, b)))
+    view_box = panel.plots["wall"].getViewBox()
+    graphics = panel.graphics
+
+    def at(x: float) -> QPoint:
+        y = sum(view_box.viewRange()[1]) / 2
+        return graphics.mapFromScene(view_box.mapViewToScene(QPointF(x, y)))
+
+    def drag(start: QPoint, end: QPoint, modifier: Qt.KeyboardModifier) -> None:
+        qtbot.mousePress(graphics.viewport(), Qt.MouseButton.LeftButton, modifier, start)
+        for step in range(1, 6):
+            qtbot.mouseMove(graphics.viewport(), start + (end - start) * step / 5)
+        qtbot.mouseRelease(graphics.viewport(), Qt.MouseButton.LeftButton, modifier, end)
+
+    left = Qt.MouseButton.LeftButton
+    before = view_box.viewRange()[0]
+    drag(at(20), at(40), Qt.KeyboardModifier.ShiftModifier)
+    assert spans, "Shift+drag selected nothing"
+    first, last = spans[-1]
+    assert abs(first - 20) <= 1 and abs(last - 40) <= 1
+    assert panel.span is not None and panel.span.tokens == last - first + 1
+    assert panel.span_readout.isVisible()
+    assert panel.span_readout.text().startswith(f"tokens {first}–{last} ({last - first + 1}, ")
+    assert view_box.viewRange()[0] == before  # selecting did not pan
+    qtbot.mouseClick(graphics.viewport(), left, Qt.KeyboardModifier.NoModifier, at(60))
+    assert spans[-1] == (-1, -1) and panel.span is None
+    assert not panel.span_readout.isVisible()
+    drag(at(20), at(40), Qt.KeyboardModifier.NoModifier)  # the control: a plain drag pans
+    assert spans[-1] == (-1, -1) and view_box.viewRange()[0][0] < before[0] - 5
+

@@ -100,6 +100,14 @@ class QtChatView(QWidget):
             parts.append(f"**{name}:**\n\n{w.shown.content}")
         return "\n\n".join(parts)
 
+    def mark_span(self, first_x: int, last_x: int) -> None:
+        """Highlight the tokens of a span selected on the plots (-1, -1: clear) and bring the
+        first answer holding them into view."""
+        holders = [w for w in self._widgets if w.mark_tokens(first_x, last_x)]
+        if holders:
+            # Scrolling away from the tail stops following it (_value_changed).
+            self.scroll.ensureWidgetVisible(holders[0])
+
     def set_actions_enabled(self, enabled: bool) -> None:
         for w in self._widgets:
             w.set_actions_enabled(enabled)

@@ -52,6 +52,7 @@ class QtMessageWidget(QFrame):
         self._pending: tuple[str, str, int] | None = None
         self._token_pieces: list[str] = []
         self._token_x0 = -1
+        self._marked: tuple[int, int] | None = None  # token indices of a span on the plots
         self._build()
         self._render_timer = QTimer(self)
         self._render_timer.setInterval(RENDER_MS)
@@ -232,14 +233,30 @@ class QtMessageWidget(QFrame):
         if self.tokens_button.isChecked():
             self._show_tokens(True)
 
+    def mark_tokens(self, first_x: int, last_x: int) -> bool:
+        """Highlight the tokens with plot x in first_x..last_x (a span selected on the plots),
+        opening the token view; False, and any earlier mark cleared, if none is here."""
+        n = len(self._token_pieces)
+        first, last = max(0, first_x - self._token_x0), min(n - 1, last_x - self._token_x0)
+        marked = (first, last) if self._token_x0 >= 0 and first_x >= 0 and first <= last else None
+        if marked == self._marked:
+            return marked is not None
+        self._marked = marked
+        if marked is not None and not self.tokens_button.isChecked():
+            self.tokens_button.setChecked(True)  # renders through _show_tokens
+        elif self.tokens_button.isChecked():
+            self._show_tokens(True)
+        return marked is not None
+
     def _show_tokens(self, on: bool) -> None:
         if not on and self.token_view is None:
             return
         token_view = self._ensure_token_view()
         if on:
             spans = []
+            lo, hi = self._marked or (-1, -1)
             for i, piece in enumerate(self._token_pieces):
-                shade = "#f3f0e0" if i % 2 else "#e4eef8"
+                shade = "#ffd54f" if lo <= i <= hi else "#f3f0e0" if i % 2 else "#e4eef8"
                 text = html.escape(piece).replace("\n", "↵<br>") or "∅"
                 spans.append(f'<a href="tok:{i}" style="color: #222; text-decoration: none; '
                              f'background: {shade};">{text}</a>')

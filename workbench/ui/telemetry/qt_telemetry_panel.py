@@ -3,7 +3,9 @@
 Tokens only append rows to the ring buffer and set a dirty flag. The repaint timer (<= 30 Hz)
 hands the plots views of the buffer; the headline row has its own 2 Hz timer. Nothing here
 takes a timestamp: x is the token index, and every time comes from the engine's metrics.
-Panning or zooming a plot stops following the newest tokens; "Follow" resumes.
+Panning or zooming a plot stops following the newest tokens; "Follow" resumes. Shift+drag
+selects a span of tokens: it is marked on every plot, its cost is summed above them, and the
+chat highlights its tokens; a click clears it.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from PySide6.QtWidgets import (
 from workbench.ui.qt_stable_label import QtStableLabel
 from workbench.ui.telemetry.headline import HeadlineTracker
 from workbench.ui.telemetry.qt_headline_row import QtHeadlineRow
+from workbench.ui.telemetry.qt_span_view_box import QtSpanViewBox
 from workbench.ui.telemetry.ring_buffer import RingBuffer
 from workbench.ui.telemetry.series import COLUMNS, PLOTS, metrics_getter, readout, row_values
+from workbench.ui.telemetry.span import SpanSummary, span_text, summarize_span
 from workbench.ui.telemetry.view_range import follow_x_range, y_ceiling
 from workbench.ui.ui_pacer import UiPacer, pace_note, shared_pacer
 
@@ -48,6 +52,7 @@ MAX_TURN_MARKERS = 200
 class QtTelemetryPanel(QWidget):
     follow_changed = Signal(bool)
     headline_updated = Signal(object)  # Headline, at most twice a second
+    span_selected = Signal(int, int)  # first and last token x of a selected span; -1, -1: none
 
     def __init__(self, parent: QWidget | None = None, capacity: int = CAPACITY,
                  pacer: UiPacer | None = None) -> None:
@@ -64,6 +69,8 @@ class QtTelemetryPanel(QWidget):
         self._turn_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._highlight: list[Any] = []
         self.highlighted_x: int | None = None
+        self._span_regions: list[tuple[pg.PlotItem, pg.LinearRegionItem]] = []
+        self.span: SpanSummary | None = None
 
         self.headline_row = QtHeadlineRow()
         self.follow_button = QPushButton("Follow newest")
@@ -72,6 +79,10 @@ class QtTelemetryPanel(QWidget):
         self.readout = QLabel("Hover a plot to read a token's values")
         self.readout.setStyleSheet("color: #555; font-size: 11px;")
         self.readout.setWordWrap(True)
+        self.span_readout = QLabel()
+        self.span_readout.setWordWrap(True)
+        self.span_readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.span_readout.setVisible(False)
         # Says when the plots are paced down, so a slow refresh is not mistaken for a stall.
         self.pace_note = QtStableLabel("")
         self.pace_note.setStyleSheet("color: #a66; font-size: 11px;")
@@ -94,6 +105,7 @@ class QtTelemetryPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.headline_row)
         layout.addLayout(tools)
+        layout.addWidget(self.span_readout)
         layout.addWidget(self.graphics, 1)
 
         self._repaint_timer = QTimer(self)
@@ -109,7 +121,10 @@ class QtTelemetryPanel(QWidget):
 
     def _build_plots(self) -> None:
         for i, spec in enumerate(PLOTS):
-            plot = self.graphics.addPlot(row=i // 2, col=i % 2)
+            view_box = QtSpanViewBox()
+            view_box.span_dragged.connect(self._span_dragged)
+            view_box.clicked.connect(self.clear_span)
+            plot = self.graphics.addPlot(row=i // 2, col=i % 2, viewBox=view_box)
             plot.setTitle(f"{spec.title} ({spec.unit})", size="9pt")
             plot.showGrid(x=True, y=True, alpha=0.2)
             bottom_row = i >= len(PLOTS) - 2
@@ -201,6 +216,7 @@ class QtTelemetryPanel(QWidget):
             plot.removeItem(line)
         self._turn_lines.clear()
         self._clear_highlight()
+        self.clear_span()
         for item, _ in self.curves:
             item.setData([], [])
         self.headline = HeadlineTracker()
@@ -382,6 +398,45 @@ class QtTelemetryPanel(QWidget):
         if not view[0] <= x <= view[1]:
             half = max(8.0, (view[1] - view[0]) / 2)
             self.set_x_range(x - half, x + half)
+
+    # ---- spans --------------------------------------------------------------------------------
+
+    def _span_dragged(self, lo: float, hi: float, finished: bool) -> None:
+        self.select_span(lo, hi, announce=finished)
+
+    def select_span(self, lo: float, hi: float, announce: bool = True) -> None:
+        """Mark tokens lo..hi on every plot and say what they cost; with `announce`, tell the
+        chat (which highlights the tokens). Shift+drag on a plot calls this."""
+        data = self.ring.view()
+        span = summarize_span(data, self.ring.index, math.ceil(lo), math.floor(hi))
+        if span is None:
+            return
+        self.span = span
+        self.set_following(False)
+        if not self._span_regions:
+            brush = pg.mkBrush(255, 193, 7, 60)
+            for plot in self.plots.values():
+                region = pg.LinearRegionItem(movable=False, brush=brush,
+                                             pen=pg.mkPen(255, 160, 0, 160))
+                region.setZValue(-10)
+                plot.addItem(region)
+                self._span_regions.append((plot, region))
+        for _, region in self._span_regions:
+            region.setRegion((span.first_x - 0.5, span.last_x + 0.5))
+        self.span_readout.setText(span_text(span))
+        self.span_readout.setVisible(True)
+        if announce:
+            self.span_selected.emit(span.first_x, span.last_x)
+
+    def clear_span(self) -> None:
+        if self.span is None:
+            return
+        for plot, region in self._span_regions:
+            plot.removeItem(region)
+        self._span_regions.clear()
+        self.span = None
+        self.span_readout.setVisible(False)
+        self.span_selected.emit(-1, -1)
 
     def _clear_highlight(self) -> None:
         for plot, item in self._highlight:
