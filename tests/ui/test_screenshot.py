@@ -13,14 +13,18 @@ def distinct_colours(image: QImage, step: int = 16) -> int:
 
 
 def test_a_screenshot_after_a_real_chat(qtbot, run, make_window, model_config, tmp_path) -> None:
-    window = make_window(model_config.replace(n_predict=8))
+    window = make_window(model_config.replace(n_predict=16))
     out = tmp_path / "shot.png"
     run(take_screenshot(window, out, [("Say hi.",)], (1440, 900)))
     image = QImage(str(out))
     assert (image.width(), image.height()) == (1440, 900)
     assert distinct_colours(image) > 20  # text, plots and widgets, not a blank grab
-    assert window.telemetry.repaints > 0 and window.telemetry.next_x == 8
-    assert window.chat_view.messages[-1].shown.role == "assistant"
+    assert window.telemetry.repaints > 0 and window.telemetry.next_x == 16
+    answer = window.chat_view.messages[-1]
+    assert answer.shown.role == "assistant"
+    # The picture shows a span selected on the plots, marked in the answer's token view.
+    assert window.telemetry.span is not None and window.telemetry.span.tokens == 5
+    assert answer.token_view.isVisible()
     # The expert map in front: a dense model says it needs streaming.
     run(take_screenshot(window, out, [], (1440, 900), front="experts"))
     assert not window.expert_dock.visibleRegion().isEmpty()

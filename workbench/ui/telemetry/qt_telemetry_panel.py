@@ -86,6 +86,7 @@ class QtTelemetryPanel(QWidget):
         # Says when the plots are paced down, so a slow refresh is not mistaken for a stall.
         self.pace_note = QtStableLabel("")
         self.pace_note.setStyleSheet("color: #a66; font-size: 11px;")
+        self.pace_note.setVisible(False)
         tools = QHBoxLayout()
         tools.addWidget(self.readout, 1)
         tools.addWidget(self.pace_note)
@@ -307,11 +308,17 @@ class QtTelemetryPanel(QWidget):
         self._dirty = True  # catch up on what arrived while hidden
 
     def _headline_tick(self) -> None:
-        if self.pacer.due("headline", HEADLINE_MS / 1000, MAX_HEADLINE_S):
+        due = self.pacer.due("headline", HEADLINE_MS / 1000, MAX_HEADLINE_S)
+        if due:
             self._show_headline()
-            # Between answers the stretch relaxes on its own; the note is about the engine.
+        # The note is about the engine: it goes as soon as the answer ends (between answers the
+        # stretch relaxes on its own), and otherwise changes with the headline.
+        if due or not self.pacer.answering:
             interval = self.pacer.interval(TICK_MS / 1000, MAX_REPAINT_S)
-            self.pace_note.setText(pace_note(interval) if self.pacer.answering else "")
+            note = pace_note(interval) if self.pacer.answering else ""
+            if note != self.pace_note.text():
+                self.pace_note.setText(note)
+                self.pace_note.setVisible(bool(note))  # an empty note leaves the readout room
 
     def _show_headline(self) -> None:
         self.headline_row.show_headline(self.headline.value)

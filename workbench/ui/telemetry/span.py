@@ -64,9 +64,10 @@ def span_text(span: SpanSummary) -> str:
         f"{_fmt(span.tok_s, '{:.1f}')} tok/s over {_fmt(span.decode_s, '{:.2f}')} s",
         f"wall median {_fmt(span.median_ms, '{:.1f}')} ms, p95 {_fmt(span.p95_ms, '{:.1f}')}, "
         f"max {_fmt(span.max_ms, '{:.1f}')}",
-        f"read {_fmt(span.read_mib, '{:.1f}')} MiB",
+        f"read {_fmt(span.read_mib, '{:.1f} MiB')}",
         f"majflt {_fmt(span.majflt, '{:.0f}')}",
-        f"hit {_fmt(span.hit_from, '{:.1f}')}→{_fmt(span.hit_to, '{:.1f}')} %",
+        "hit –" if math.isnan(span.hit_from)
+        else f"hit {span.hit_from:.1f} → {span.hit_to:.1f} % (cumulative)",
     ]
     return f"{head}: " + " · ".join(parts)
 
