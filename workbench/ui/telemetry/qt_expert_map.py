@@ -96,8 +96,7 @@ class QtExpertMap(QWidget):
 
         self._timer = QTimer(self)
         self._timer.setInterval(REPAINT_MS)
-        self._timer.timeout.connect(self._tick)
-        self._timer.start()
+        self._timer.timeout.connect(self._tick)  # runs only while the model streams
         self._hover_proxy = pg.SignalProxy(
             self.graphics.scene().sigMouseMoved, rateLimit=10, slot=self._hover)
 
@@ -109,6 +108,10 @@ class QtExpertMap(QWidget):
         self._painted_version = -1
         self.image.clear()
         self.streaming = model is not None and bool(model.is_moe and model.config.moe_stream)
+        if self.streaming:
+            self._timer.start()
+        else:
+            self._timer.stop()  # a dense model never routes: no wake-ups for nothing
         if model is None:
             self._say("no model loaded")
         elif not self.streaming:
@@ -122,6 +125,8 @@ class QtExpertMap(QWidget):
             return
         self.model.add(activity)
         self.streaming = True
+        if not self._timer.isActive():
+            self._timer.start()
         if self.pages.currentIndex() != 1:
             self.pages.setCurrentIndex(1)
 
