@@ -10,7 +10,6 @@ from PySide6.QtGui import (
     QGuiApplication,
     QSyntaxHighlighter,
     QTextCharFormat,
-    QTextCursor,
 )
 from PySide6.QtWidgets import (
     QFrame,
@@ -22,6 +21,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from workbench.ui.chat.qt_text_view import set_growing_text
 
 try:  # optional: without Pygments code is shown monochrome
     from pygments.lexers import get_lexer_by_name
@@ -113,14 +114,7 @@ class QtCodeBlock(QFrame):
         old = self.editor.toPlainText()
         if code == old:
             return
-        if old and code.startswith(old):
-            # Streaming code only grows: append, so only the new lines are laid out and
-            # coloured again.
-            cursor = QTextCursor(self.editor.document())
-            cursor.movePosition(QTextCursor.MoveOperation.End)
-            cursor.insertText(code[len(old):])
-        else:
-            self.editor.setPlainText(code)
+        set_growing_text(self.editor, old, code)  # streaming code is appended
         lines = max(1, code.count("\n") + 1)
         metrics = self.editor.fontMetrics()
         scrollbar = self.editor.horizontalScrollBar().sizeHint().height()

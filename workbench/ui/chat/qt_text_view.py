@@ -14,7 +14,14 @@ import math
 
 from PySide6.QtCore import QSizeF, Qt, QUrl
 from PySide6.QtGui import QDesktopServices, QTextCursor
-from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QPlainTextEdit,
+    QSizePolicy,
+    QTextBrowser,
+    QTextEdit,
+    QWidget,
+)
 
 
 class QtTextView(QTextBrowser):
@@ -48,19 +55,26 @@ class QtTextView(QTextBrowser):
         if text == self._text:
             return
         old, self._text = self._text, text
-        if not self._rich and old and text.startswith(old):
-            cursor = QTextCursor(self.document())
-            cursor.movePosition(QTextCursor.MoveOperation.End)
-            cursor.insertText(text[len(old):])
-        elif self._rich:
+        if self._rich:
             self.setMarkdown(text)
         else:
-            self.setPlainText(text)
+            set_growing_text(self, old, text)
 
     def _fit_height(self, size: QSizeF) -> None:
         height = math.ceil(size.height())
         if height != self.height():
             self.setFixedHeight(height)
+
+
+def set_growing_text(edit: QTextEdit | QPlainTextEdit, old: str, new: str) -> None:
+    """Plain text that streams only grows: append the new part, so only the last paragraph is
+    laid out (and coloured) again; anything else replaces the text."""
+    if old and new.startswith(old):
+        cursor = QTextCursor(edit.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(new[len(old):])
+    else:
+        edit.setPlainText(new)
 
 
 def _open_external(url: QUrl) -> None:

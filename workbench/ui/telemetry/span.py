@@ -33,8 +33,8 @@ class SpanSummary:
 def summarize_span(data: np.ndarray, index: dict[str, int], lo: float,
                    hi: float) -> SpanSummary | None:
     """The rows of `data` (ring-buffer order, x ascending) with lo <= x <= hi; None if empty."""
-    x = data[:, index["x"]] if len(data) else np.empty(0)
-    rows = data[(x >= lo) & (x <= hi)] if len(data) else data
+    x = data[:, index["x"]]
+    rows = data[(x >= lo) & (x <= hi)]
     if not len(rows):
         return None
     wall = _finite(rows[:, index["wall_ms"]])
