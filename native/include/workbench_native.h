@@ -1,6 +1,6 @@
 // workbench_native: the workbench's native seam under llama.cpp.
 //
-// A flat C ABI loaded with ctypes (workbench/moe/native.py is the only loader). Conventions, after
+// A flat C ABI loaded with ctypes (workbench/backend/native.py is the only loader). Conventions, after
 // llama.h: opaque structs, every create has its free, functions returning int give 0 on success
 // and -1 on failure with the reason in wb_last_error(); caller-owned string buffers get the full
 // length back (or -1) and are always NUL-terminated.

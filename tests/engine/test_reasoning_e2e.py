@@ -57,7 +57,7 @@ def test_thinking_off_by_prefill_for_gpt_oss(embedded_model_path, open_session):
 
 
 def test_a_missing_template_file_is_a_clear_error(embedded_model_path, open_session, tmp_path):
-    from workbench.engine.session import SessionError
+    from workbench.engine.requests import SessionError
 
     with pytest.raises(SessionError, match=r"cannot read the chat template.*clear the setting"):
         open_session(model=str(embedded_model_path), chat_template_file=str(tmp_path / "no.jinja"))

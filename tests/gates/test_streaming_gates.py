@@ -17,8 +17,8 @@ import pytest
 
 from tests.gates.lru_replay import replay_lru
 from workbench.config import Config
-from workbench.engine.requests import GenerateRequest
-from workbench.engine.session import Session, SessionError
+from workbench.engine.requests import GenerateRequest, SessionError
+from workbench.engine.session import Session
 from workbench.moe.synth import write_synthetic_moe
 
 PROMPT = "Hello world, this is a streaming test."

@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine.requests import GenerateRequest, GenerateResult, StopReason, TokenEvent
-from workbench.engine.session import SessionError
+from workbench.engine.requests import (
+    GenerateRequest,
+    GenerateResult,
+    SessionError,
+    StopReason,
+    TokenEvent,
+)
 from workbench.ui.bridge import EngineBridge, LoadCancelled
 
 

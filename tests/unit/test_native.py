@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from workbench.engine import llama
-from workbench.moe import native
+from workbench.backend import llama, native
+from workbench.backend.abort import AbortFlag
 
 
 def test_abi_and_build_identity_match_the_running_llama():
@@ -33,7 +33,7 @@ def test_identity_check_refuses_another_libllama(tmp_path):
 
 def test_abort_flag_create_free_twice_and_set_clear():
     for _ in range(2):
-        flag = native.AbortFlag()
+        flag = AbortFlag()
         assert not flag.is_set
         flag.set()
         assert flag.is_set

@@ -140,8 +140,8 @@ def model_path(config: Config) -> Path:
 
 def generate_all(config: Config, prompts: list[str], csv_path: Path) -> int:
     """Answer every prompt as a new chat in one session; returns tokens generated."""
-    from workbench.engine.requests import GenerateRequest
-    from workbench.engine.session import Session, SessionError
+    from workbench.engine.requests import GenerateRequest, SessionError
+    from workbench.engine.session import Session
     from workbench.engine.sinks import CsvMetricsSink
 
     csv_path.parent.mkdir(parents=True, exist_ok=True)

@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.backend import llama
 from workbench.bench.stats import Interval, paired_ratio_ci
 from workbench.config import Config
-from workbench.engine import llama
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import Session
 from workbench.engine.sinks import CsvMetricsSink

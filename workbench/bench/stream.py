@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.backend import native
 from workbench.bench.balloon import Balloon
 from workbench.bench.matrix import drop_page_cache
 from workbench.bench.stats import Interval, paired_ratio_ci
 from workbench.config import Config
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import Session
-from workbench.moe import native
 from workbench.moe.layout import expert_tensors, read_model_facts
 from workbench.moe.synth import write_synthetic_moe
 from workbench.paths import cache_dir

@@ -7,7 +7,7 @@ only the rest.
 
 from __future__ import annotations
 
-from workbench.engine import llama
+from workbench.backend import llama
 
 
 def common_prefix(held: list[int], wanted: list[int]) -> int:

@@ -5,15 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench import __version__
+from workbench.backend import llama
 from workbench.config import Config
-from workbench.engine import llama
 from workbench.engine.metrics import RunInfo
 from workbench.engine.model_identity import model_identity
+from workbench.engine.requests import SessionError
 from workbench.moe.layout import ModelFacts
-
-
-class SessionError(RuntimeError):
-    """Opening failed; the message says what happened and what to do."""
 
 
 def expert_override(cfg: Config, facts: ModelFacts) -> tuple[tuple[str, int], ...]:

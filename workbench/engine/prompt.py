@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from workbench.engine import llama
+from workbench.backend import llama
 from workbench.engine.chat.reasoning import (
     ReasoningParser,
     detect_reasoning_format,

@@ -10,6 +10,10 @@ import numpy as np
 from workbench.engine.metrics import RunSummary, TokenMetrics
 
 
+class SessionError(RuntimeError):
+    """A session could not open or change; the message says what happened and what to do."""
+
+
 class StopReason(StrEnum):
     EOS = "eos"  # the model ended its turn
     LENGTH = "length"  # tokens-to-generate reached

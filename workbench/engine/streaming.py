@@ -15,13 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 import psutil
 
+from workbench.backend import llama
+from workbench.backend.abort import AbortFlag
 from workbench.config import Config
-from workbench.engine import llama
 from workbench.engine.metrics import UNMEASURED, RunSummary, TokenMetrics
 from workbench.engine.requests import ExpertActivity
 from workbench.moe.budget import MIB, CacheBudget, cliff_warning, resolve_budget
 from workbench.moe.layout import ModelFacts, expert_tensors, read_tensors
-from workbench.moe.native import AbortFlag
 from workbench.moe.registry import check_streamable
 from workbench.moe.streamer import ExpertMapSnapshot, ExpertStreamer, StreamCounters
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.moe import native
+from workbench.backend import native
+from workbench.backend.abort import AbortFlag
 from workbench.moe.layout import ExpertTensor, TensorInfo
 
 
@@ -70,7 +71,7 @@ class ExpertStreamer:
                  trace: bool = False) -> None:
         self._lib = native.load()
         paths = (ctypes.c_char_p * len(shards))(*[str(p).encode() for p in shards])
-        params = native.StreamerParams(lanes, int(o_direct), budget_bytes, int(trace))
+        params = native.WbStreamerParams(lanes, int(o_direct), budget_bytes, int(trace))
         ptr = self._lib.wb_streamer_new(paths, len(shards), params)
         if not ptr:
             reason = native.last_error(self._lib)
@@ -90,7 +91,7 @@ class ExpertStreamer:
         assert address is not None and self._ptr is not None
         return address, self._ptr
 
-    def attach_abort_flag(self, flag: native.AbortFlag) -> None:
+    def attach_abort_flag(self, flag: AbortFlag) -> None:
         """A failed read sets the flag's fatal bit, which aborts the decode in llama.cpp."""
         self._lib.wb_streamer_set_abort_flag(self._ptr, flag.handle)
 
@@ -152,9 +153,9 @@ class ExpertStreamer:
     # ---- running --------------------------------------------------------------------------------
 
     def counters(self) -> StreamCounters:
-        raw = native.StreamCounters()
+        raw = native.WbStreamCounters()
         self._lib.wb_streamer_counters(self._ptr, ctypes.byref(raw))
-        values = {name: getattr(raw, name) for name, _ in native.StreamCounters._fields_}
+        values = {name: getattr(raw, name) for name, _ in native.WbStreamCounters._fields_}
         values["o_direct"] = bool(values["o_direct"])
         return StreamCounters(**values)
 

@@ -23,10 +23,11 @@ from workbench.engine.requests import (
     GenerateRequest,
     GenerateResult,
     PrefillProgress,
+    SessionError,
     StopReason,
     TokenEvent,
 )
-from workbench.engine.session import Session, SessionError
+from workbench.engine.session import Session
 from workbench.engine.sinks import Sink
 from workbench.ui.event_pipe import EventPipe
 from workbench.ui.ui_pacer import shared_pacer

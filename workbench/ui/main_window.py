@@ -28,7 +28,7 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow, QSplitter, QVBoxLayout, 
 
 from workbench.config import Config, signature
 from workbench.engine.chat.think import ThinkControl, think_control_note
-from workbench.engine.session import SessionError
+from workbench.engine.requests import SessionError
 from workbench.ui.bridge import EngineBridge, LoadCancelled, LoadedModel
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer

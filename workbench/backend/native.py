@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from workbench.backend import llama as llama_binding
 from workbench.paths import native_build_dir
 
 ABI_VERSION = 3
@@ -38,7 +39,7 @@ def library_path() -> Path:
     return Path(override) if override else native_build_dir() / "libworkbench_native.so"
 
 
-class StreamerParams(ctypes.Structure):
+class WbStreamerParams(ctypes.Structure):
     """Mirror of `struct wb_streamer_params`."""
 
     _fields_ = [
@@ -49,7 +50,7 @@ class StreamerParams(ctypes.Structure):
     ]
 
 
-class StreamCounters(ctypes.Structure):
+class WbStreamCounters(ctypes.Structure):
     """Mirror of `struct wb_stream_counters` (times in ns, sizes in bytes)."""
 
     _fields_ = [
@@ -81,7 +82,7 @@ def _bind(lib: ctypes.CDLL) -> None:
         "wb_abort_install": ([c.c_void_p, c.c_void_p], c.c_int32),
         "wb_abort_flag_set_fatal": ([c.c_void_p, c.c_int32], None),
         "wb_abort_flag_get_fatal": ([c.c_void_p], c.c_int32),
-        "wb_streamer_new": ([c.POINTER(c.c_char_p), c.c_int32, StreamerParams], c.c_void_p),
+        "wb_streamer_new": ([c.POINTER(c.c_char_p), c.c_int32, WbStreamerParams], c.c_void_p),
         "wb_streamer_free": ([c.c_void_p], None),
         "wb_streamer_capture_begin": ([c.c_void_p], c.c_int32),
         "wb_streamer_capture_end": ([c.c_void_p], c.c_int32),
@@ -93,7 +94,7 @@ def _bind(lib: ctypes.CDLL) -> None:
             [c.c_void_p, c.c_char_p, c.c_int32, c.c_uint64, c.c_uint64], c.c_int32),
         "wb_streamer_set_budget": ([c.c_void_p, c.c_int64], c.c_int32),
         "wb_streamer_dense_resident_frac": ([c.c_void_p], c.c_double),
-        "wb_streamer_counters": ([c.c_void_p, c.POINTER(StreamCounters)], None),
+        "wb_streamer_counters": ([c.c_void_p, c.POINTER(WbStreamCounters)], None),
         "wb_streamer_take_trace": ([c.c_void_p, c.POINTER(c.c_int32), c.c_int32], c.c_int32),
         "wb_streamer_layer_experts": ([c.c_void_p, c.POINTER(c.c_int64), c.c_int32], c.c_int32),
         "wb_streamer_expert_map": ([c.c_void_p, c.c_int32, c.c_int32, c.c_void_p, c.c_void_p],
@@ -144,8 +145,6 @@ def load() -> ctypes.CDLL:
         raise NativeLibraryError(f"the native library {path} does not exist. {REBUILD_HINT}")
     # libllama must already be in the process (loaded by llama-cpp-python) so that the loader
     # binds us to that very copy rather than resolving another through our rpath.
-    from workbench.engine import llama as llama_binding
-
     llama_lib_path = llama_binding.libllama_path()
     try:
         lib = ctypes.CDLL(str(path))
@@ -171,8 +170,6 @@ def identity(lib: ctypes.CDLL) -> BuildIdentity:
 
 def verify_identity(lib: ctypes.CDLL, running_libllama: Path) -> None:
     """Refuse a native library that was not built for the libllama this process runs."""
-    from workbench.engine import llama as llama_binding
-
     problems: list[str] = []
     abi = lib.wb_abi_version()
     if abi != ABI_VERSION:
@@ -212,60 +209,6 @@ def verify_identity(lib: ctypes.CDLL, running_libllama: Path) -> None:
             + "; ".join(problems)
             + f". {REBUILD_HINT}"
         )
-
-
-class AbortFlag:
-    """An atomic flag that llama.cpp polls after every graph node (no Python per node)."""
-
-    def __init__(self) -> None:
-        self._lib = load()
-        self._ptr = self._lib.wb_abort_flag_new()
-        if not self._ptr:
-            raise NativeLibraryError("could not allocate an abort flag")
-
-    @property
-    def pointer(self) -> int:
-        return int(self._ptr)
-
-    @property
-    def handle(self) -> int | None:
-        return self._ptr
-
-    def set(self) -> None:
-        """Request an abort; safe from any thread."""
-        if self._ptr:
-            self._lib.wb_abort_flag_set(self._ptr, 1)
-
-    def clear(self) -> None:
-        if self._ptr:
-            self._lib.wb_abort_flag_set(self._ptr, 0)
-
-    @property
-    def is_set(self) -> bool:
-        return bool(self._ptr) and bool(self._lib.wb_abort_flag_get(self._ptr))
-
-    @property
-    def polls(self) -> int:
-        """How many times llama.cpp has asked this flag."""
-        return int(self._lib.wb_abort_flag_polls(self._ptr)) if self._ptr else 0
-
-    @property
-    def fatal(self) -> bool:
-        return bool(self._ptr) and bool(self._lib.wb_abort_flag_get_fatal(self._ptr))
-
-    def clear_fatal(self) -> None:
-        if self._ptr:
-            self._lib.wb_abort_flag_set_fatal(self._ptr, 0)
-
-    def install(self, ctx: int) -> None:
-        ret = self._lib.wb_abort_install(ctx, self._ptr)
-        check(ret, self._lib, "installing the abort callback")
-
-    def close(self) -> None:
-        """Free the flag; only after the context that polls it is freed."""
-        if self._ptr:
-            self._lib.wb_abort_flag_free(self._ptr)
-            self._ptr = None
 
 
 def iobench(path: str, ranges: list[tuple[int, int]], *, lanes: int) -> float:
