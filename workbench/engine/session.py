@@ -1,74 +1,46 @@
 """A chat session over one loaded model: multi-turn, KV reuse, cancel, honest per-token telemetry.
 
 The session is used from one thread (the engine thread); only `cancel()` may be called from any
-other. Timing discipline: `wall_ms` brackets `llama_decode` alone; process counters are read just
-outside that bracket and memory probes after it, so no probe is ever billed to the decode.
+other. It owns the model's lifecycle, the settings in force and the conversation; each turn's
+prefill and decode loop is `turn_loop.py`.
 """
 
 from __future__ import annotations
 
-import codecs
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.backend import llama
+from workbench.backend.abort import AbortFlag
 from workbench.config import Config, signature, validate
-from workbench.engine import llama
 from workbench.engine.chat.fallback import fallback_template
 from workbench.engine.chat.history import assistant_history_message, find_divergence
 from workbench.engine.chat.template import ChatTemplate
 from workbench.engine.chat.think import ThinkControl, probe_think_control
 from workbench.engine.kv_memory import KvMemory
-from workbench.engine.metrics import RunInfo, TokenMetrics
+from workbench.engine.metrics import RunInfo
 from workbench.engine.model_setup import (
-    SessionError,
     build_run_info,
     default_model,
     expert_override,
     load_failure_message,
 )
-from workbench.engine.probes import MemoryProbe, counters
-from workbench.engine.prompt import Message, Prompt, PromptBuilder
-from workbench.engine.requests import (
-    GenerateRequest,
-    GenerateResult,
-    PrefillProgress,
-    StopReason,
-    TokenEvent,
-)
+from workbench.engine.probes import MemoryProbe
+from workbench.engine.prompt import Message, PromptBuilder
+from workbench.engine.requests import GenerateRequest, GenerateResult, SessionError, StopReason
 from workbench.engine.sinks import Sink
 from workbench.engine.streaming import StreamingRuntime
-from workbench.engine.token_row import token_row, turn_summary
+from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
 from workbench.moe.layout import ModelFacts, ModelFileError, read_model_facts
-from workbench.moe.native import AbortFlag
 from workbench.moe.registry import NotStreamableError
 from workbench.moe.streamer import StreamerError
 
 __all__ = ["Session", "SessionError"]
 
 log = logging.getLogger("workbench.session")
-
-OnToken = Callable[[TokenEvent], None]
-OnPrefill = Callable[[PrefillProgress], None]
-
-
-@dataclass(slots=True)
-class _Turn:
-    """One generate() call: what must be rolled back if it does not complete."""
-
-    index: int
-    prompt: Prompt
-    n_predict: int
-    started_ns: int
-    n_common: int = 0  # prompt tokens reused from the KV memory
-    generated: list[str] = field(default_factory=list)  # decoded pieces, as fed to the KV
-    utf8: codecs.IncrementalDecoder = field(
-        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
-    )
-
 
 class Session:
     """Owns one model, one context and the conversation it holds."""
@@ -345,11 +317,12 @@ class Session:
                 "Start a new chat, ask for fewer tokens, or reopen the model with a larger "
                 "context size."
             )
-        turn = _Turn(index=self._turn_index, prompt=prompt, n_predict=n_predict,
-                     started_ns=started_ns)
+        turn = Turn(index=self._turn_index, prompt=prompt, n_predict=n_predict,
+                    started_ns=started_ns)
         reprefill_reason = self._reprefill_reason(prompt.text)
         turn.n_common = self._kv.reuse_prefix(prompt.tokens)
-        result = self._run_turn(turn, on_token, on_prefill)
+        result = self._turn_loop().run(turn, on_token, on_prefill)
+        self._after_turn(turn, result)
         result.notes.extend(prompt.notes)
         result.reprefill_reason = reprefill_reason
         self._turn_index += 1
@@ -365,164 +338,33 @@ class Session:
         )
         return divergence.reason if divergence else ""
 
-    def _rollback(self, turn: _Turn) -> None:
-        """Undo a cancelled turn: the KV holds only what it held before this turn."""
-        turn.n_common = self._kv.truncate(turn.n_common)  # type: ignore[union-attr]
-        # The KV may now hold less than that text: better no explanation than a wrong one.
-        self._kv_text = ""
-
-    def _discard_state(self) -> None:
-        """After a decode failure nothing in the KV can be trusted: the next turn starts clean."""
-        self._kv.clear()  # type: ignore[union-attr]
-        self._kv_text = ""
-
-    def _streaming_failure(self) -> str:
-        reason = self._streaming.streamer.fatal() if self._streaming else ""
-        if self._streaming is not None:
-            self._streaming.failed = reason
-        return (f"{reason or 'expert streaming failed'}. The answer is incomplete; reopen the "
-                "model (check that the model file is still readable).")
+    def _turn_loop(self) -> TurnLoop:
+        assert self._model and self._ctx and self._kv and self._abort
+        return TurnLoop(TurnParts(
+            model=self._model, ctx=self._ctx, kv=self._kv, abort=self._abort,
+            cancel=self._cancel, memory=self._memory, load_seconds=self.load_seconds,
+            pick_token=self._pick_token, streaming=self._streaming, sink=self._sink,
+        ))
 
     def _pick_token(self) -> int:
+        """Greedy argmax, or the sampling chain when temperature > 0 (tests wrap this)."""
         ctx = self._ctx
         assert ctx is not None
         return self._sampler.sample(ctx) if self._sampler is not None else ctx.argmax()
 
-    def _prefill(self, turn: _Turn, on_prefill: OnPrefill | None) -> GenerateResult | None:
-        """Decode the prompt suffix in n_batch chunks; a result when the turn ends here."""
-        ctx, kv = self._ctx, self._kv
-        assert ctx is not None and kv is not None
-        suffix = turn.prompt.tokens[turn.n_common:]
-        done = 0
-        while done < len(suffix):
-            if self._cancel.is_set():  # each chunk is a cancel point; the abort flag works inside
-                self._rollback(turn)
-                return GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
-            chunk = suffix[done: done + ctx.n_batch]
-            rc = ctx.decode(chunk)
-            if rc != 0 and self._abort is not None and self._abort.fatal:
-                self._discard_state()
-                return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
-                                      error=self._streaming_failure())
-            if rc == llama.DECODE_ABORTED or (rc != 0 and self._cancel.is_set()):
-                self._rollback(turn)
-                return GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
-            if rc != 0:
-                self._discard_state()
-                return GenerateResult(
-                    ok=False, stop_reason=StopReason.ERROR,
-                    error=f"Reading the prompt failed (llama_decode returned {rc}). The cached "
-                    "conversation state was discarded; send the message again to retry.",
-                )
-            kv.append(chunk)
-            done += len(chunk)
-            if on_prefill is not None:
-                on_prefill(PrefillProgress(done=done, total=len(suffix)))
-        return None
-
-    def _decode_failure(self, rc: int, step: int) -> tuple[StopReason, str]:
-        if self._abort is not None and self._abort.fatal:
-            return StopReason.ERROR, self._streaming_failure()
-        if rc == llama.DECODE_ABORTED or self._cancel.is_set():
-            return StopReason.STOPPED, ""
-        return StopReason.ERROR, (
-            f"Generation failed at token {step + 1} (llama_decode returned {rc}). The answer is "
-            "incomplete and was not added to the conversation; the cached state was discarded, "
-            "so the next message re-reads the conversation from the start."
-        )
-
-    def _run_turn(
-        self, turn: _Turn, on_token: OnToken | None, on_prefill: OnPrefill | None
-    ) -> GenerateResult:
-        ctx, model, kv = self._ctx, self._model, self._kv
-        assert ctx is not None and model is not None and kv is not None
-        prefill_start = time.perf_counter_ns()
-        ended = self._prefill(turn, on_prefill)
-        if ended is not None:
-            return ended
-        prefill_end = time.perf_counter_ns()
-        n_prefilled = len(turn.prompt.tokens) - turn.n_common
-        # ---- generation: one decode per token, nothing but llama_decode in the bracket --------
-        parser, memory = turn.prompt.parser, self._memory
-        streaming, sink = self._streaming, self._sink
-        rows: list[TokenMetrics] = []
-        tok = self._pick_token()
-        ttft_ns = time.perf_counter_ns() - turn.started_ns
-        prev_end = prefill_end
-        stop, error = StopReason.LENGTH, ""
-        if streaming is not None:
-            streaming.start_generation()
-        while len(rows) < turn.n_predict:
-            if model.is_eog(tok):
-                stop = StopReason.EOS
-                break
-            if self._cancel.is_set():
-                stop = StopReason.STOPPED
-                break
-            before = counters()
-            t0 = time.perf_counter_ns()
-            rc = ctx.decode_one(tok)
-            t1 = time.perf_counter_ns()
-            after = counters()
-            if rc != 0:
-                stop, error = self._decode_failure(rc, len(rows))
-                break
-            kv.append([tok])
-            piece = model.token_to_piece(tok)
-            text_piece = turn.utf8.decode(piece)
-            turn.generated.append(text_piece)
-            delta = parser.feed(text_piece)
-            row = token_row(
-                step=len(rows) + 1, steps=turn.n_predict, turn=turn.index, token=tok, piece=piece,
-                t0_ns=t0, t1_ns=t1, prev_end_ns=prev_end, before=before, after=after,
-                memory=memory.sample(), delta=delta, previous=rows[-1] if rows else None,
-            )
-            if streaming is not None:
-                streaming.fill(row)
-            rows.append(row)
-            if sink is not None:
-                sink.on_token(row)
-            if on_token is not None:
-                on_token(TokenEvent(
-                    metrics=row,
-                    answer_delta=delta.answer_delta if delta else "",
-                    reasoning_delta=delta.reasoning_delta if delta else "",
-                    reset=delta.reset if delta else False,
-                    expert_map=streaming.activity() if streaming is not None else None,
-                ))
-            prev_end = t1
-            if len(rows) < turn.n_predict:
-                tok = self._pick_token()
-        end_ns = time.perf_counter_ns()
-        tail = turn.utf8.decode(b"", final=True)
-        if tail:
-            parser.feed(tail)
-        final = parser.finish()
-        result = GenerateResult(ok=stop is not StopReason.ERROR, stop_reason=stop,
-                                text=final.answer, reasoning=final.reasoning, error=error)
-        result.summary = turn_summary(
-            turn=turn.index, rows=rows, stop_reason=stop.value, n_prefilled=n_prefilled,
-            n_reused=turn.n_common, n_past=len(kv.tokens), n_ctx=self.n_ctx,
-            load_seconds=self.load_seconds, prefill_ns=prefill_end - prefill_start,
-            ttft_ns=ttft_ns, tail_ns=end_ns - prev_end,
-        )
-        if streaming is not None:
-            streaming.fill_summary(result.summary)
-        if sink is not None:
-            sink.on_summary(result.summary)
-        if stop is StopReason.STOPPED:
-            self._rollback(turn)
-        elif stop is StopReason.ERROR:
-            self._discard_state()
+    def _after_turn(self, turn: Turn, result: GenerateResult) -> None:
+        """What a finished turn changes in the conversation; an unfinished one changes none."""
+        if result.stop_reason in (StopReason.STOPPED, StopReason.ERROR):
+            # The KV now holds less than the last turn's text: no explanation beats a wrong one.
+            self._kv_text = ""
         elif turn.prompt.user_message is not None:
             assert self._template is not None
             self.history.append(turn.prompt.user_message)
             self.history.append(
-                assistant_history_message(final.reasoning, final.answer, self._template)
+                assistant_history_message(result.reasoning, result.text, self._template)
             )
-            self._kv_text = turn.prompt.text + "".join(turn.generated)
-            self._kv_text_had_reasoning = bool(final.reasoning)
-        return result
+            self._kv_text = turn.prompt.text + turn.generated_text
+            self._kv_text_had_reasoning = bool(result.reasoning)
 
 
 def _rejected(message: str) -> GenerateResult:

@@ -1,0 +1,214 @@
+"""One turn of a session: prefill the prompt's new suffix, then decode token by token.
+
+The session decides what a turn is (its prompt, how much of the KV memory it reuses) and what a
+finished turn changes in the conversation; this module runs it. Timing discipline: `wall_ms`
+brackets `llama_decode` alone; process counters are read just outside that bracket and memory
+probes after it, so no probe is ever billed to the decode.
+
+A turn that does not complete leaves the KV memory trustworthy: a cancel cuts it back to the
+reused prefix, a decode failure clears it (nothing in it can be trusted afterwards).
+"""
+
+from __future__ import annotations
+
+import codecs
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from workbench.backend import llama
+from workbench.backend.abort import AbortFlag
+from workbench.engine.kv_memory import KvMemory
+from workbench.engine.metrics import TokenMetrics
+from workbench.engine.probes import MemoryProbe, counters
+from workbench.engine.prompt import Prompt
+from workbench.engine.requests import GenerateResult, PrefillProgress, StopReason, TokenEvent
+from workbench.engine.sinks import Sink
+from workbench.engine.streaming import StreamingRuntime
+from workbench.engine.token_row import token_row, turn_summary
+
+OnToken = Callable[[TokenEvent], None]
+OnPrefill = Callable[[PrefillProgress], None]
+
+
+@dataclass(slots=True)
+class Turn:
+    """One generate() call: what must be rolled back if it does not complete."""
+
+    index: int
+    prompt: Prompt
+    n_predict: int
+    started_ns: int
+    n_common: int = 0  # prompt tokens reused from the KV memory
+    generated: list[str] = field(default_factory=list)  # decoded pieces, as fed to the KV
+    utf8: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
+    )
+
+    @property
+    def generated_text(self) -> str:
+        return "".join(self.generated)
+
+
+@dataclass(slots=True)
+class TurnParts:
+    """What a turn runs on: the session's objects, borrowed for the length of one turn."""
+
+    model: llama.Model
+    ctx: llama.Context
+    kv: KvMemory
+    abort: AbortFlag
+    cancel: threading.Event
+    memory: MemoryProbe
+    load_seconds: float
+    pick_token: Callable[[], int]  # the next token from the context's last logits
+    streaming: StreamingRuntime | None = None
+    sink: Sink | None = None
+
+
+class TurnLoop:
+    """Runs turns on one set of parts; a new loop is made whenever a part changes."""
+
+    def __init__(self, parts: TurnParts) -> None:
+        self._p = parts
+
+    def run(self, turn: Turn, on_token: OnToken | None, on_prefill: OnPrefill | None
+            ) -> GenerateResult:
+        p = self._p
+        prefill_start = time.perf_counter_ns()
+        ended = self._prefill(turn, on_prefill)
+        if ended is not None:
+            return ended
+        prefill_end = time.perf_counter_ns()
+        n_prefilled = len(turn.prompt.tokens) - turn.n_common
+        # ---- generation: one decode per token, nothing but llama_decode in the bracket --------
+        ctx, model, kv = p.ctx, p.model, p.kv
+        parser, memory, streaming, sink, cancel = (turn.prompt.parser, p.memory, p.streaming,
+                                                   p.sink, p.cancel)
+        rows: list[TokenMetrics] = []
+        tok = p.pick_token()
+        ttft_ns = time.perf_counter_ns() - turn.started_ns
+        prev_end = prefill_end
+        stop, error = StopReason.LENGTH, ""
+        if streaming is not None:
+            streaming.start_generation()
+        while len(rows) < turn.n_predict:
+            if model.is_eog(tok):
+                stop = StopReason.EOS
+                break
+            if cancel.is_set():
+                stop = StopReason.STOPPED
+                break
+            before = counters()
+            t0 = time.perf_counter_ns()
+            rc = ctx.decode_one(tok)
+            t1 = time.perf_counter_ns()
+            after = counters()
+            if rc != 0:
+                stop, error = self._decode_failure(rc, len(rows))
+                break
+            kv.append([tok])
+            piece = model.token_to_piece(tok)
+            text_piece = turn.utf8.decode(piece)
+            turn.generated.append(text_piece)
+            delta = parser.feed(text_piece)
+            row = token_row(
+                step=len(rows) + 1, steps=turn.n_predict, turn=turn.index, token=tok, piece=piece,
+                t0_ns=t0, t1_ns=t1, prev_end_ns=prev_end, before=before, after=after,
+                memory=memory.sample(), delta=delta, previous=rows[-1] if rows else None,
+            )
+            if streaming is not None:
+                streaming.fill(row)
+            rows.append(row)
+            if sink is not None:
+                sink.on_token(row)
+            if on_token is not None:
+                on_token(TokenEvent(
+                    metrics=row,
+                    answer_delta=delta.answer_delta if delta else "",
+                    reasoning_delta=delta.reasoning_delta if delta else "",
+                    reset=delta.reset if delta else False,
+                    expert_map=streaming.activity() if streaming is not None else None,
+                ))
+            prev_end = t1
+            if len(rows) < turn.n_predict:
+                tok = p.pick_token()
+        end_ns = time.perf_counter_ns()
+        tail = turn.utf8.decode(b"", final=True)
+        if tail:
+            parser.feed(tail)
+        final = parser.finish()
+        result = GenerateResult(ok=stop is not StopReason.ERROR, stop_reason=stop,
+                                text=final.answer, reasoning=final.reasoning, error=error)
+        result.summary = turn_summary(
+            turn=turn.index, rows=rows, stop_reason=stop.value, n_prefilled=n_prefilled,
+            n_reused=turn.n_common, n_past=len(kv.tokens), n_ctx=ctx.n_ctx,
+            load_seconds=p.load_seconds, prefill_ns=prefill_end - prefill_start,
+            ttft_ns=ttft_ns, tail_ns=end_ns - prev_end,
+        )
+        if streaming is not None:
+            streaming.fill_summary(result.summary)
+        if sink is not None:
+            sink.on_summary(result.summary)
+        if stop is StopReason.STOPPED:
+            self._rollback(turn)
+        elif stop is StopReason.ERROR:
+            kv.clear()
+        return result
+
+    def _prefill(self, turn: Turn, on_prefill: OnPrefill | None) -> GenerateResult | None:
+        """Decode the prompt suffix in n_batch chunks; a result when the turn ends here."""
+        p = self._p
+        ctx, kv = p.ctx, p.kv
+        suffix = turn.prompt.tokens[turn.n_common:]
+        done = 0
+        while done < len(suffix):
+            if p.cancel.is_set():  # each chunk is a cancel point; the abort flag works inside
+                self._rollback(turn)
+                return GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
+            chunk = suffix[done: done + ctx.n_batch]
+            rc = ctx.decode(chunk)
+            if rc != 0 and p.abort.fatal:
+                kv.clear()
+                return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
+                                      error=self._streaming_failure())
+            if rc == llama.DECODE_ABORTED or (rc != 0 and p.cancel.is_set()):
+                self._rollback(turn)
+                return GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
+            if rc != 0:
+                kv.clear()
+                return GenerateResult(
+                    ok=False, stop_reason=StopReason.ERROR,
+                    error=f"Reading the prompt failed (llama_decode returned {rc}). The cached "
+                    "conversation state was discarded; send the message again to retry.",
+                )
+            kv.append(chunk)
+            done += len(chunk)
+            if on_prefill is not None:
+                on_prefill(PrefillProgress(done=done, total=len(suffix)))
+        return None
+
+    def _rollback(self, turn: Turn) -> None:
+        """Undo a cancelled turn: the KV holds only what it held before this turn."""
+        turn.n_common = self._p.kv.truncate(turn.n_common)
+
+    def _decode_failure(self, rc: int, step: int) -> tuple[StopReason, str]:
+        p = self._p
+        if p.abort.fatal:
+            return StopReason.ERROR, self._streaming_failure()
+        if rc == llama.DECODE_ABORTED or p.cancel.is_set():
+            return StopReason.STOPPED, ""
+        return StopReason.ERROR, (
+            f"Generation failed at token {step + 1} (llama_decode returned {rc}). The answer is "
+            "incomplete and was not added to the conversation; the cached state was discarded, "
+            "so the next message re-reads the conversation from the start."
+        )
+
+    def _streaming_failure(self) -> str:
+        streaming = self._p.streaming
+        reason = streaming.streamer.fatal() if streaming is not None else ""
+        if streaming is not None:
+            streaming.failed = reason
+        return (f"{reason or 'expert streaming failed'}. The answer is incomplete; reopen the "
+                "model (check that the model file is still readable).")
