@@ -1,5 +1,5 @@
-"""`python -m workbench`: opens the workbench; subcommands do headless work (see cli.py)."""
+"""`python -m workbench`: opens the workbench; subcommands do headless work (see cli/main.py)."""
 
-from workbench.cli import main
+from workbench.cli.main import main
 
 raise SystemExit(main())

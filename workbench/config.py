@@ -9,7 +9,7 @@ and docs/settings.md (both in workbench/config_cli.py) and the settings panel.
 from the declarations, and an import-time check fails if the two ever disagree. Adding a setting
 is one `Setting(...)` entry plus one field line.
 
-Regenerate the docs after changing a declaration:  python -m workbench.config > docs/settings.md
+Regenerate the docs after changing a declaration:  python -m workbench.config_cli > docs/settings.md
 """
 
 from __future__ import annotations
@@ -450,10 +450,3 @@ def signature(cfg: Config) -> str:
     load = {s.name: getattr(cfg, s.name) for s in SETTINGS if s.scope == "load"}
     blob = json.dumps(load, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-if __name__ == "__main__":
-    # The docs view lives with the CLI view; see workbench/config_cli.py.
-    from workbench.config_cli import settings_markdown
-
-    print(settings_markdown(), end="")

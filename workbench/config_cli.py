@@ -23,7 +23,7 @@ from workbench.config import (
     specials_text,
 )
 
-DOCS_COMMAND = "python -m workbench.config > docs/settings.md"
+DOCS_COMMAND = "python -m workbench.config_cli > docs/settings.md"
 
 
 def add_arguments(parser: argparse.ArgumentParser, groups: Iterable[str] | None = None) -> None:
@@ -100,3 +100,7 @@ def settings_markdown() -> str:
                    s.unit or "", s.scope, help_cell, requires_text(s)]
             lines.append("| " + " | ".join(cell(c) for c in row) + " |")
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(settings_markdown(), end="")

@@ -379,7 +379,7 @@ def test_docs_list_every_setting_under_its_group() -> None:
 
 
 def test_docs_command_prints_the_docs() -> None:
-    out = subprocess.run([sys.executable, "-m", "workbench.config"], cwd=REPO, check=True,
+    out = subprocess.run([sys.executable, "-m", "workbench.config_cli"], cwd=REPO, check=True,
                          capture_output=True, text=True).stdout
     assert out == settings_markdown()
 

@@ -29,7 +29,8 @@ def add_chat_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    from workbench.engine.session import Session, SessionError
+    from workbench.engine.requests import SessionError
+    from workbench.engine.session import Session
     from workbench.engine.sinks import CsvMetricsSink
 
     config = config_from_args(args, Config())

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from workbench.cli_bench import add_bench_parser
-    from workbench.cli_chat import add_chat_parser
-    from workbench.cli_compare import add_compare_parser
-    from workbench.cli_models import add_inspect_parser, add_make_model_parser
-    from workbench.cli_ui import add_bench_ui_parser, add_screenshot_parser, add_window_parser
+    from workbench.cli.bench import add_bench_parser
+    from workbench.cli.chat import add_chat_parser
+    from workbench.cli.compare import add_compare_parser
+    from workbench.cli.models import add_inspect_parser, add_make_model_parser
+    from workbench.cli.window import add_bench_ui_parser, add_screenshot_parser, add_window_parser
 
     parser = argparse.ArgumentParser(
         prog="python -m workbench",
