@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QWidget
+
+from workbench.ui.qt_plain_label import plain_label
 
 _STYLES = {
     "error": "QFrame#noticeBar { background: #fdecea; border: 1px solid #f5c2c0; }",
@@ -21,7 +23,7 @@ class QtNoticeBar(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("noticeBar")
-        self.label = QLabel()
+        self.label = plain_label()
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.action = QPushButton()

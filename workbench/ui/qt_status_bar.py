@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar, QWidget
+from PySide6.QtWidgets import QProgressBar, QPushButton, QStatusBar, QWidget
 
+from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.qt_stable_label import QtStableLabel
 
 STATES = ("no model", "loading", "prefill", "generating", "stopping", "idle", "error")
@@ -15,7 +16,7 @@ class QtStatusBar(QStatusBar):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.model_label = QLabel("no model")
+        self.model_label = plain_label("no model")
         self.state_label = QtStableLabel("no model")
         self.state_label.setObjectName("engineState")
         self.rate_label = QtStableLabel("– tok/s")

@@ -14,7 +14,6 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
@@ -23,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.ui.chat.qt_text_view import set_growing_text
+from workbench.ui.qt_plain_label import plain_label
 
 try:  # optional: without Pygments code is shown monochrome
     from pygments.lexers import get_lexer_by_name
@@ -85,7 +85,7 @@ class QtCodeBlock(QFrame):
         self.language = language
         header = QHBoxLayout()
         header.setContentsMargins(6, 2, 2, 2)
-        self._lang_label = QLabel(language or "code")
+        self._lang_label = plain_label(language or "code")
         self._lang_label.setStyleSheet("color: #777; font-size: 11px;")
         self.copy_button = QPushButton("Copy")
         self.copy_button.setFlat(True)

@@ -11,7 +11,6 @@ from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
@@ -19,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.ui.chat.qt_context_gauge import QtContextGauge
+from workbench.ui.qt_plain_label import plain_label
 
 
 class QtPromptEdit(QPlainTextEdit):
@@ -51,10 +51,10 @@ class QtComposer(QWidget):
         self.button.setMinimumWidth(90)
         self.button.clicked.connect(self._clicked)
         self.think = QCheckBox("Thinking")
-        self.think_note = QLabel()
+        self.think_note = plain_label()
         self.think_note.setStyleSheet("color: #888; font-size: 11px;")
         self.gauge = QtContextGauge()
-        self.hint = QLabel()
+        self.hint = plain_label()
         self.hint.setStyleSheet("color: #888; font-size: 11px;")
         row = QHBoxLayout()
         row.addWidget(self.prompt, 1)

@@ -28,6 +28,7 @@ from workbench.ui.chat.qt_markdown_view import QtMarkdownView
 from workbench.ui.chat.qt_reasoning_block import QtReasoningBlock
 from workbench.ui.chat.shown import ShownMessage
 from workbench.ui.chat.stats_line import thought_label
+from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.qt_text_style import style_text
 from workbench.ui.ui_pacer import shared_pacer
 
@@ -102,14 +103,14 @@ class QtMessageWidget(QFrame):
         self.editor: QPlainTextEdit | None = None
         self.save_button: QPushButton | None = None
         self._edit_row: QWidget | None = None
-        self.note = QLabel()
+        self.note = plain_label()
         self.note.setWordWrap(True)
         style_text(self.note, "#8a6d3b", italic=True)
-        self.error = QLabel()
+        self.error = plain_label()
         self.error.setWordWrap(True)
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         style_text(self.error, "#b00020")
-        self.stats = QLabel()
+        self.stats = plain_label()
         style_text(self.stats, "#888", pixel_size=11)
         self.stats.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._layout = QVBoxLayout(self)

@@ -6,14 +6,22 @@ view keeps one QTextDocument at the widget's width, so a change costs one layout
 that only grew is appended, which re-lays out just the last paragraph. Measured on a
 2,000-character answer: about 3 ms per update here against about 20 ms for the label.
 Selection, copy and links come with QTextBrowser.
+
+What it shows is untrusted: the model writes it, and a user may paste anything. So raw HTML in
+the Markdown is shown as the text it is (`<div>` reads "<div>", it does not swallow what
+follows), the view never loads a resource (a Markdown image of `file:///...` or `http://...`
+stays a placeholder), and a link opens in the system browser only when clicked, and only for
+web and mail addresses.
 """
 
 from __future__ import annotations
 
 import math
+from functools import cache
+from typing import Any
 
 from PySide6.QtCore import QSizeF, Qt, QUrl
-from PySide6.QtGui import QDesktopServices, QTextCursor
+from PySide6.QtGui import QColor, QDesktopServices, QImage, QTextCursor, QTextDocument
 from PySide6.QtWidgets import (
     QFrame,
     QPlainTextEdit,
@@ -23,10 +31,36 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+# GitHub-flavoured Markdown (tables, strike-through, task lists) with raw HTML shown as text.
+MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
+    QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
+    | QTextDocument.MarkdownFeature.MarkdownNoHTML.value)
+SAFE_LINK_SCHEMES = frozenset({"http", "https", "mailto"})
+
+
+class _NoResourcesDocument(QTextDocument):
+    """A document that loads nothing: not a local file, not a remote image, not another page.
+
+    An image gets a grey placeholder square. Returning nothing would not do: Qt's image handler
+    then reads the image's file itself, whatever loadResource said."""
+
+    def loadResource(self, kind: int, name: QUrl) -> Any:
+        if kind == QTextDocument.ResourceType.ImageResource.value:
+            return image_placeholder()
+        return None
+
+
+@cache
+def image_placeholder() -> QImage:
+    image = QImage(16, 16, QImage.Format.Format_ARGB32)
+    image.fill(QColor(128, 128, 128, 96))
+    return image
+
 
 class QtTextView(QTextBrowser):
     def __init__(self, rich: bool = True, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.setDocument(_NoResourcesDocument(self))
         self._rich = rich
         self._text = ""
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -56,9 +90,13 @@ class QtTextView(QTextBrowser):
             return
         old, self._text = self._text, text
         if self._rich:
-            self.setMarkdown(text)
+            self.document().setMarkdown(text, MARKDOWN_FEATURES)
         else:
             set_growing_text(self, old, text)
+
+    def loadResource(self, kind: int, name: QUrl) -> Any:
+        """Nothing is ever loaded: not a local file, not a remote image, not another page."""
+        return None
 
     def _fit_height(self, size: QSizeF) -> None:
         height = math.ceil(size.height())
@@ -77,5 +115,11 @@ def set_growing_text(edit: QTextEdit | QPlainTextEdit, old: str, new: str) -> No
         edit.setPlainText(new)
 
 
+def is_safe_link(url: QUrl) -> bool:
+    """Web and mail addresses only: never `file:`, `javascript:` or an app's own scheme."""
+    return url.isValid() and url.scheme().lower() in SAFE_LINK_SCHEMES
+
+
 def _open_external(url: QUrl) -> None:
-    QDesktopServices.openUrl(url)
+    if is_safe_link(url):
+        QDesktopServices.openUrl(url)

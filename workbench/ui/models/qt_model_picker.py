@@ -33,6 +33,7 @@ from workbench.config import Config
 from workbench.moe.layout import ModelFacts, ModelFileError, format_facts, read_model_facts
 from workbench.ui.models.estimate import available_memory_mib, estimate_memory
 from workbench.ui.models.recent import load_recent
+from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.tasks import Tasks
 
 BUNDLED = "bundled:gemma"
@@ -90,7 +91,7 @@ class QtModelPicker(QDialog):
         self.n_threads = QSpinBox()
         self.n_threads.setRange(1, 256)
         self.n_threads.setValue(config.n_threads)
-        self.estimate = QLabel()
+        self.estimate = plain_label()
         self.estimate.setWordWrap(True)
         form = QFormLayout()
         form.addRow("Context", self.n_ctx)
