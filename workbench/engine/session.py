@@ -273,7 +273,8 @@ class Session:
     # ---- generation -------------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Stop the current generation within one decode step. Safe from any thread."""
+        """Stop the current generation within one decode step, or the next one if none runs
+        yet (a stop pressed as an answer starts). Safe from any thread."""
         self._cancel.set()
         if self._abort is not None:
             self._abort.set()
@@ -285,7 +286,14 @@ class Session:
         on_prefill: OnPrefill | None = None,
     ) -> GenerateResult:
         with self._busy:
-            return self._generate(request, on_token, on_prefill)
+            try:
+                return self._generate(request, on_token, on_prefill)
+            finally:
+                # A cancel is spent by the generation it stopped. One made just before this
+                # generation started stopped it: clearing at the start would have lost it.
+                self._cancel.clear()
+                if self._abort is not None:
+                    self._abort.clear()
 
     def _generate(
         self, request: GenerateRequest, on_token: OnToken | None, on_prefill: OnPrefill | None
@@ -293,8 +301,6 @@ class Session:
         if self._kv is None or self._prompts is None:
             return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
                                   error="The model was closed: open it again to continue.")
-        self._cancel.clear()
-        self._abort.clear()  # type: ignore[union-attr]
         started_ns = time.perf_counter_ns()
         if self._sink is not None and not self._run_info_sent:
             self._sink.on_run_info(self.run_info)

@@ -179,7 +179,8 @@ class EngineBridge:
     # ---- generation -----------------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Stop the current generation, prefill included. Safe from any thread, never blocks."""
+        """Stop the current generation, prefill included, or the one about to start. Safe from
+        any thread, never blocks."""
         self._cancel_generate.set()
         live = self._live
         if live is not None:
@@ -197,7 +198,8 @@ class EngineBridge:
             loop, poll_s=lambda: shared_pacer().interval(EVENT_POLL_S, MAX_EVENT_POLL_S))
         put = events.push
         self._generating = True
-        self._cancel_generate.clear()
+        # Not cleared here: a cancel() made as this answer starts (before this line runs) must
+        # stop it. The flag is spent when the generation ends.
         cancel_flag = self._cancel_generate
 
         def recancel() -> None:
@@ -242,6 +244,7 @@ class EngineBridge:
                 while not any(isinstance(item, GenerateResult | BaseException)
                               for item in await events.get_batch()):
                     pass
+            cancel_flag.clear()
             self._generating = False
 
     # ---- the engine thread --------------------------------------------------------------------
