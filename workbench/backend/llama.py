@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import re
 import threading
 from collections import deque
@@ -139,7 +140,8 @@ class Model:
             # Called a few hundred times during load; returning False cancels the load.
             self._progress_cb = ll.llama_progress_callback(lambda p, _d: bool(progress(float(p))))
             mp.progress_callback = self._progress_cb
-        ptr = ll.llama_model_load_from_file(str(self.path).encode(), mp)
+        # fsencode: a path is bytes to the OS; one that is not UTF-8 must reach it unchanged.
+        ptr = ll.llama_model_load_from_file(os.fsencode(self.path), mp)
         if not ptr:
             raise LlamaError(f"llama.cpp could not load {self.path}")
         self.ptr: int | None = ptr

@@ -218,6 +218,6 @@ def iobench(path: str, ranges: list[tuple[int, int]], *, lanes: int) -> float:
     offsets = (ctypes.c_uint64 * n)(*[r[0] for r in ranges])
     sizes = (ctypes.c_uint64 * n)(*[r[1] for r in ranges])
     got, ns = ctypes.c_uint64(), ctypes.c_uint64()
-    check(lib.wb_iobench(path.encode(), offsets, sizes, n, lanes, ctypes.byref(got),
+    check(lib.wb_iobench(os.fsencode(path), offsets, sizes, n, lanes, ctypes.byref(got),
                          ctypes.byref(ns)), lib, "the O_DIRECT read benchmark")
     return got.value / (ns.value / 1e9)

@@ -153,20 +153,15 @@ class Session:
         self.template_origin = "model file"
         if self.config.chat_template_file:
             template_path = Path(self.config.chat_template_file)
-            try:
-                source = template_path.read_text()
-            except OSError as exc:
-                raise SessionError(
-                    f"cannot read the chat template {template_path}: {exc.strerror}. Choose "
-                    "another file, or clear the setting to use the model's own template."
-                ) from exc
+            source = read_template_file(template_path)
             self.template_origin = f"file {template_path.name}"
         if not source:
             source, name = fallback_template(self.facts.arch)
             self.template_origin = f"built-in {name} (the model file has none)"
             log.info("%s has no chat template; using the built-in %s template", path.name, name)
         return ChatTemplate(source=source, bos_token=model.token_text(model.bos),
-                            eos_token=model.token_text(model.eos))
+                            eos_token=model.token_text(model.eos),
+                            name=f"the chat template ({self.template_origin})")
 
     def close(self) -> None:
         """Free everything, in order: sampler, context, streamer, abort flag, model. Idempotent.
@@ -371,6 +366,24 @@ class Session:
             )
             self._kv_text = turn.prompt.text + turn.generated_text
             self._kv_text_had_reasoning = bool(result.reasoning)
+
+
+def read_template_file(path: Path) -> str:
+    """A chat template file's text; SessionError says what is wrong with it and what to do."""
+    fix = "Choose another file, or clear the setting to use the model's own template."
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SessionError(f"cannot read the chat template {path}: {exc.strerror}. {fix}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SessionError(f"the chat template {path} is not UTF-8 text (byte {exc.start} is "
+                           f"0x{data[exc.start]:02x}). {fix}") from exc
+    if not text.strip():
+        # Silently using another template would make the model behave unlike what was chosen.
+        raise SessionError(f"the chat template {path} is empty. {fix}")
+    return text
 
 
 def _rejected(message: str) -> GenerateResult:

@@ -9,6 +9,7 @@ bracket.
 from __future__ import annotations
 
 import ctypes
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +71,7 @@ class ExpertStreamer:
     def __init__(self, shards: list[Path], *, lanes: int, o_direct: bool, budget_bytes: int,
                  trace: bool = False) -> None:
         self._lib = native.load()
-        paths = (ctypes.c_char_p * len(shards))(*[str(p).encode() for p in shards])
+        paths = (ctypes.c_char_p * len(shards))(*[os.fsencode(p) for p in shards])
         params = native.WbStreamerParams(lanes, int(o_direct), budget_bytes, int(trace))
         ptr = self._lib.wb_streamer_new(paths, len(shards), params)
         if not ptr:

@@ -20,8 +20,12 @@ import copy
 import functools
 import json
 import re
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
+from types import FrameType
 from typing import Any
 
 import jinja2
@@ -40,6 +44,50 @@ class TemplateError(Exception):
 
 class _RaisedByTemplate(Exception):
     """A template called raise_exception(): its own words, kept for the TemplateError."""
+
+
+# A real template renders a conversation in milliseconds; one that takes seconds loops without
+# end (nested loops over huge ranges, a list that grows while it is walked). Past this budget
+# the render stops, and the template is remembered as runaway so that no later render (the
+# thinking probes at load, every turn) waits for it again.
+RENDER_BUDGET_S = 2.0
+_RUNAWAY: set[str] = set()
+_runaway_lock = threading.Lock()
+_TEMPLATE_FILE = "<template>"  # the code file name of templates compiled from a string
+
+
+class _RenderTooLong(Exception):
+    pass
+
+
+class _RenderBudget:
+    """A trace function that ends a render past its deadline. It traces only the template's own
+    frames (compiled Jinja code), so the rest of Python runs at full speed meanwhile."""
+
+    CHECK_EVERY = 256  # line events between clock reads
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+        self.events = 0
+
+    def on_call(self, frame: FrameType, event: str, arg: Any) -> Any:
+        return self.on_line if frame.f_code.co_filename == _TEMPLATE_FILE else None
+
+    def on_line(self, frame: FrameType, event: str, arg: Any) -> Any:
+        self.events += 1
+        if self.events % self.CHECK_EVERY == 0 and time.monotonic() > self.deadline:
+            raise _RenderTooLong
+        return self.on_line
+
+
+def _render_bounded(template: jinja2.Template, context: dict[str, Any]) -> str:
+    budget = _RenderBudget(RENDER_BUDGET_S)
+    previous = sys.gettrace()  # a debugger's or coverage's tracer comes back afterwards
+    sys.settrace(budget.on_call)
+    try:
+        return template.render(**context)
+    finally:
+        sys.settrace(previous)
 
 
 class _GenerationTag(jinja2.ext.Extension):
@@ -156,6 +204,7 @@ class ChatTemplate:
     source: str
     bos_token: str
     eos_token: str
+    name: str = "the chat template"  # where it came from, for messages ("the template file x")
 
     def render(
         self,
@@ -192,8 +241,14 @@ class ChatTemplate:
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
         }  # "tools" stays undefined, as in Hugging Face: several templates iterate it blindly
+        if self.source in _RUNAWAY:
+            raise TemplateError(self._runaway_message())
         try:
-            return template.render(**context)
+            return _render_bounded(template, context)
+        except _RenderTooLong:
+            with _runaway_lock:
+                _RUNAWAY.add(self.source)
+            raise TemplateError(self._runaway_message()) from None
         except _RaisedByTemplate as exc:
             raise TemplateError(
                 f"chat template refused the conversation ({exc}); " + FALLBACK_NOTE
@@ -202,6 +257,11 @@ class ChatTemplate:
             raise TemplateError(
                 f"chat template failed to render ({type(exc).__name__}: {exc}); " + FALLBACK_NOTE
             ) from exc
+
+    def _runaway_message(self) -> str:
+        return (f"{self.name} did not finish rendering within {RENDER_BUDGET_S:g} s (it loops "
+                "without end, or nearly); " + FALLBACK_NOTE + ". Choose another chat template "
+                "file, or turn the chat template off")
 
 
 _SYSTEM_PROBE = "\u2063workbench-system-probe\u2063"

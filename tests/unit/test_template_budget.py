@@ -1,0 +1,56 @@
+"""A template that never finishes rendering is stopped, named, and not waited for again.
+
+Regression for issue 12, case 10: nested loops in a chat template hung the model load, because
+the thinking probe rendered it with no limit.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from workbench.engine.chat import template as template_module
+from workbench.engine.chat.template import ChatTemplate, TemplateError
+from workbench.engine.chat.think import ThinkControl, probe_think_control
+
+RUNAWAY = ("{% for i in range(100000) %}{% for j in range(100000) %}{{ i }}{% endfor %}"
+           "{% endfor %}")
+GROWING = "{% set xs = [1] %}{% for x in xs %}{% do xs.append(x) %}{% endfor %}"
+FINE = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(autouse=True)
+def short_budget(monkeypatch):
+    monkeypatch.setattr(template_module, "RENDER_BUDGET_S", 0.3)
+    monkeypatch.setattr(template_module, "_RUNAWAY", set())
+
+
+@pytest.mark.parametrize("source", [RUNAWAY, GROWING], ids=["nested-ranges", "growing-list"])
+def test_a_runaway_render_stops_with_a_message_naming_the_template(source):
+    t = ChatTemplate(source=source, bos_token="", eos_token="", name="the template file x.jinja")
+    started = time.monotonic()
+    with pytest.raises(TemplateError, match=r"x\.jinja did not finish rendering within 0\.3 s"):
+        t.render(HI)
+    assert time.monotonic() - started < 3
+    # Remembered: the next render fails at once instead of waiting out the budget again.
+    started = time.monotonic()
+    with pytest.raises(TemplateError, match="did not finish"):
+        t.render(HI)
+    assert time.monotonic() - started < 0.1
+
+
+def test_the_thinking_probe_of_a_runaway_template_ends():
+    t = ChatTemplate(source=RUNAWAY + "x", bos_token="", eos_token="")
+    started = time.monotonic()
+    assert probe_think_control(t) is ThinkControl.TEMPLATE
+    assert time.monotonic() - started < 3
+
+
+def test_an_ordinary_template_renders_and_the_tracer_is_restored():
+    sentinel = sys.gettrace()
+    t = ChatTemplate(source=FINE, bos_token="", eos_token="")
+    assert t.render(HI) == "<user>hi"
+    assert sys.gettrace() is sentinel
