@@ -1,7 +1,8 @@
 """`python -m workbench chat`: one-shot (-p) or interactive multi-turn chat on the terminal.
 
-Generation runs on a worker thread so that Ctrl-C reaches the main thread at once, even during a
-long prefill, and stops the answer (not the program) through the session's native abort flag.
+The model is loaded, used and closed on one engine thread (cli/engine_thread.py), so that Ctrl-C
+reaches the main thread at once: during the load it cancels the load and the command exits
+cleanly; during an answer it stops the answer (not the program) through the native abort flag.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 import threading
 from typing import TextIO
 
+from workbench.cli.engine_thread import EngineThread
 from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
 from workbench.engine.metrics import UNMEASURED, RunSummary
@@ -35,27 +37,49 @@ def run_chat(args: argparse.Namespace) -> int:
 
     config = config_from_args(args, Config())
     sink = CsvMetricsSink(args.csv) if args.csv else None
+    engine = EngineThread()
+    cancel_load = threading.Event()
+
+    def interrupt_load() -> None:
+        if not cancel_load.is_set():
+            print("\n[cancelling the load]", file=sys.stderr)
+        cancel_load.set()
+
+    def load() -> Session:
+        # Returning False from the progress callback makes llama.cpp abandon the load.
+        return Session.open(config, sink=sink, progress=lambda _f: not cancel_load.is_set())
+
     try:
-        session = Session.open(config, sink=sink)
-    except SessionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    for warning in session.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    if session.streaming is not None:
-        print(streaming_banner(session), file=sys.stderr)
-    try:
-        if args.prompt is not None:
-            result = _turn(session, GenerateRequest(text=args.prompt), args.progress)
-            return 0 if result.ok or result.stopped else 1
-        return _interactive(session, args.progress)
+        try:
+            session = engine.call(load, interrupt_load)
+        except SessionError as exc:
+            if cancel_load.is_set():
+                print("loading was cancelled; nothing was loaded", file=sys.stderr)
+                return 130
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        if cancel_load.is_set():  # Ctrl-C after the last progress call: the load finished
+            engine.call(session.close, lambda: None)
+            print("loading was cancelled", file=sys.stderr)
+            return 130
+        for warning in session.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        if session.streaming is not None:
+            print(streaming_banner(session), file=sys.stderr)
+        try:
+            if args.prompt is not None:
+                result = _turn(engine, session, GenerateRequest(text=args.prompt), args.progress)
+                return 0 if result.ok or result.stopped else 1
+            return _interactive(engine, session, args.progress)
+        finally:
+            engine.call(session.close, lambda: None)
     finally:
-        session.close()
+        engine.stop()
         if sink is not None:
             sink.close()
 
 
-def _interactive(session, progress: bool) -> int:
+def _interactive(engine: EngineThread, session, progress: bool) -> int:
     model = session.run_info.model.name
     print(f"{model} ready ({session.run_info.arch}, context {session.n_ctx}). "
           "Ctrl-C stops an answer; /new starts a new chat; Ctrl-D or /quit leaves.",
@@ -73,32 +97,19 @@ def _interactive(session, progress: bool) -> int:
             new_chat = True
             print("(new chat)", file=sys.stderr)
             continue
-        _turn(session, GenerateRequest(text=text, new_chat=new_chat), progress)
+        _turn(engine, session, GenerateRequest(text=text, new_chat=new_chat), progress)
         new_chat = False
 
 
-def _turn(session, request: GenerateRequest, progress: bool) -> GenerateResult:
+def _turn(engine: EngineThread, session, request: GenerateRequest, progress: bool
+          ) -> GenerateResult:
     printer = _StreamPrinter(sys.stdout, sys.stderr if progress else None)
-    box: dict[str, GenerateResult] = {}
-    done = threading.Event()
 
-    def work() -> None:
-        try:
-            box["r"] = session.generate(request, on_token=printer.on_token)
-        finally:
-            done.set()
+    def stop() -> None:
+        session.cancel()
+        print("\n[stopping]", file=sys.stderr)
 
-    threading.Thread(target=work, name="engine", daemon=True).start()
-    # Wait on an Event, not Thread.join: a KeyboardInterrupt inside join() can mark a thread that
-    # is still running as finished (CPython 3.11, bpo-45274 follow-up), and the model would then
-    # be freed under a live decode.
-    while not done.is_set():
-        try:
-            done.wait(0.1)
-        except KeyboardInterrupt:
-            session.cancel()
-            print("\n[stopping]", file=sys.stderr)
-    result = box["r"]
+    result = engine.call(lambda: session.generate(request, on_token=printer.on_token), stop)
     printer.finish(result)
     if result.error:
         print(f"error: {result.error}", file=sys.stderr)
