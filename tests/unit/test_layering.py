@@ -30,3 +30,13 @@ def test_only_moe_native_loads_the_native_library():
     offenders = [name for name, text in _sources().items()
                  if "ctypes.CDLL" in text and name != "moe/native.py"]
     assert offenders == []
+
+
+ENGINE_UPWARD = re.compile(r"^\s*(from|import)\s+workbench\.(ui|bench|store)\b", re.M)
+
+
+def test_engine_imports_nothing_built_on_it():
+    # The metric tables live in engine/ so that the UI, bench and store can follow them.
+    offenders = [name for name, text in _sources().items()
+                 if name.startswith("engine/") and ENGINE_UPWARD.search(text)]
+    assert offenders == []

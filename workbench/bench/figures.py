@@ -17,7 +17,7 @@ from typing import Literal
 import numpy as np
 
 from workbench.bench.stats import Reduce, Stat, reduce_stat
-from workbench.engine.csv_format import MetricsFile, column, read_metrics_csv
+from workbench.engine.metrics_reader import MetricsFile, column, read_metrics_csv
 
 MIB = 1 << 20
 
