@@ -1,14 +1,16 @@
 """The metric tables: one declaration per column and summary key, and everything that follows them
-(the record classes, the writer's formats, the reader's kinds, the store's columns)."""
+(the record classes, the writer's formats, the reader's kinds, the plots' and figures' names)."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pytest
 
+from workbench.bench.figures import FIGURES, per_token_unit
 from workbench.engine import metric_columns as mc
 from workbench.engine import summary_keys as sk
 from workbench.engine.metrics import UNMEASURED, RunSummary, TokenMetrics
@@ -17,6 +19,7 @@ from workbench.engine.metrics_writer import row_fields, summary_pairs
 from workbench.engine.probes import MemorySample
 from workbench.engine.sinks import CsvMetricsSink
 from workbench.store.schema import connect, migrate
+from workbench.ui.telemetry import series
 
 V1_FIXTURE = (Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "upstream"
               / "bmoe-v1-desktop-qwen36.csv")
@@ -195,3 +198,28 @@ def test_io_seconds_is_unmeasured_when_its_per_token_figure_is() -> None:
     assert s.moe_io_seconds == UNMEASURED
     s = dataclasses.replace(s, moe_io_s_per_token=0.25, n_generated=8)
     assert s.moe_io_seconds == 2.0
+
+
+# -- the plots and compare figures read the table's names --------------------------------------
+
+def test_plot_series_read_declared_fields_and_agree_with_their_columns() -> None:
+    assert set(series.FIELDS) <= set(mc.COLUMNS)
+    assert len(series.COLUMNS) == len(set(series.COLUMNS)) == len(series.SERIES)
+    values = series.row_values({"wall_ms": 10.0, "cpu_ms": 20.0}.get, 3, 1)
+    assert len(values) == len(series.COLUMNS)
+    row = dict(zip(series.COLUMNS, values, strict=True))
+    assert (row["x"], row["turn"], row["wall_ms"], row["cpu_cores"]) == (3.0, 1.0, 10.0, 2.0)
+    assert math.isnan(row["io_ms"]) and math.isnan(row["read_mib"])  # -1 / absent: a gap
+
+
+def test_per_token_figures_take_their_units_from_the_table() -> None:
+    assert per_token_unit("wall_ms") == "ms/token"
+    assert per_token_unit("majflt") == "/token"  # a count per token
+    # The compare table's unit column, unchanged by where the units come from.
+    assert [(f.key, f.unit) for f in FIGURES] == [
+        ("tok_s", "tok/s"), ("median_ms", "ms/token"), ("p95_ms", "ms/token"),
+        ("p99_ms", "ms/token"), ("ttft_s", "s"), ("read_mib", "MiB/token"), ("hit_pct", "%"),
+        ("faults", "/token")]
+    for f in FIGURES:
+        if f.kind == "token" and f.series in mc.BY_NAME and f.reduce != "rate":
+            assert f.unit == per_token_unit(f.series), f.key

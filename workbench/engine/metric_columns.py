@@ -5,7 +5,8 @@ upstream engine's ``bmoe_metrics v2`` has it, who fills it (and so what a -1 in 
 its definition. `SPECS` holds them in file order: the 29 upstream columns in upstream order
 (positional upstream readers keep working), then ours, then the fields that stay in the record
 and are never written. From `SPECS` come the CSV header and number formats
-(metrics_writer.py) and the reader's column kinds (metrics_reader.py).
+(metrics_writer.py), the reader's column kinds (metrics_reader.py) and the names the live
+plots (ui/telemetry/series.py) and the compare figures (bench/figures.py) read.
 
 `TokenMetrics` and `MemorySample` spell their fields out (slots dataclasses, fast and typed on
 the engine thread); `check_record` fails at their import if either drifts from this table, as
