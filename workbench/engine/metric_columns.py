@@ -5,13 +5,14 @@ upstream engine's ``bmoe_metrics v2`` has it, who fills it (and so what a -1 in 
 its definition. `SPECS` holds them in file order: the 29 upstream columns in upstream order
 (positional upstream readers keep working), then ours, then the fields that stay in the record
 and are never written. From `SPECS` come the CSV header and number formats
-(metrics_writer.py), the reader's column kinds (metrics_reader.py) and the names the live
-plots (ui/telemetry/series.py) and the compare figures (bench/figures.py) read.
+(metrics_writer.py), the reader's column kinds (metrics_reader.py), the column table of
+docs/telemetry.md (metric_docs.py) and the names the plots and compare figures read.
 
 `TokenMetrics` and `MemorySample` spell their fields out (slots dataclasses, fast and typed on
 the engine thread); `check_record` fails at their import if either drifts from this table, as
 workbench/config.py does for `Config`. Adding a column is one `Column(...)` entry plus one field
-line (and a store migration for its run_tokens column, which a test compares with this table).
+line (and a store migration for its run_tokens column, which a test compares with this table),
+then:  python -m workbench.engine.metric_docs --write
 """
 
 from __future__ import annotations

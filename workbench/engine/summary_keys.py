@@ -3,8 +3,10 @@
 Each `SummaryKey` names the key as written, its printf format, the `RunSummary` attribute (a
 field or a property) it comes from, whether upstream's trailer has it, and its meaning. `KEYS`
 holds them in line order: the upstream keys that apply to this engine, in upstream's order, then
-ours. From it comes `summary_pairs` (metrics_writer.py). The reader keeps every key it finds,
-so it needs no table.
+ours. From it come `summary_pairs` (metrics_writer.py) and the summary table of
+docs/telemetry.md (metric_docs.py). The reader keeps every key it finds, so it needs no table.
+
+Regenerate the docs after changing a declaration:  python -m workbench.engine.metric_docs --write
 """
 
 from __future__ import annotations
