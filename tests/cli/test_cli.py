@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbench.engine.sinks import read_metrics_csv
+from workbench.engine.metrics_reader import read_metrics_csv
 
 
 def _cli(*args: str, stdin: str | None = None, timeout: int = 300) -> subprocess.CompletedProcess:

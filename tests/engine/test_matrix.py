@@ -22,7 +22,7 @@ from workbench.bench.arms import (
 )
 from workbench.bench.matrix import MatrixPlan, default_base, drop_page_cache, run_matrix
 from workbench.config import Config
-from workbench.engine.sinks import read_metrics_csv
+from workbench.engine.metrics_reader import read_metrics_csv
 
 PROMPT = "The lighthouse keeper opened the old map and"
 

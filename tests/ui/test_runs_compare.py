@@ -14,7 +14,8 @@ from workbench.bench.figures import FIGURES, RunFigures
 from workbench.bench.stats import pearson_r
 from workbench.config import Config
 from workbench.engine.metrics import ModelIdentity, RunInfo, RunSummary, TokenMetrics
-from workbench.engine.sinks import CsvMetricsSink, read_metrics_csv
+from workbench.engine.metrics_reader import read_metrics_csv
+from workbench.engine.sinks import CsvMetricsSink
 from workbench.ui.runs.curves import series
 from workbench.ui.runs.entries import LoadedRun
 

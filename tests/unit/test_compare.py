@@ -22,8 +22,8 @@ from workbench.bench.compare import (
 )
 from workbench.bench.figures import FIGURE_BY_KEY
 from workbench.config import Config
-from workbench.engine.csv_format import parse_metrics
 from workbench.engine.metrics import ModelIdentity, RunInfo, RunSummary, TokenMetrics
+from workbench.engine.metrics_reader import parse_metrics
 from workbench.engine.sinks import CsvMetricsSink
 
 UPSTREAM = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "upstream"

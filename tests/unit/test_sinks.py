@@ -10,25 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench.engine.csv_format import (
-    COLUMNS,
-    UPSTREAM_COLUMNS,
-    decode_value,
-    encode_value,
-    escape_text,
-    unescape_text,
-)
+from workbench.engine.metric_columns import COLUMNS, UPSTREAM_COLUMNS
 from workbench.engine.metrics import ModelIdentity, RunInfo, RunSummary, TokenMetrics
-from workbench.engine.sinks import (
-    CsvMetricsSink,
-    FanoutSink,
-    MemorySink,
+from workbench.engine.metrics_reader import (
     MetricsFormatError,
-    Sink,
     column,
     parse_metrics,
     read_metrics_csv,
 )
+from workbench.engine.metrics_syntax import decode_value, encode_value, escape_text, unescape_text
+from workbench.engine.sinks import CsvMetricsSink, FanoutSink, MemorySink, Sink
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 V1_FIXTURE = FIXTURES / "upstream" / "bmoe-v1-desktop-qwen36.csv"

@@ -17,7 +17,8 @@ from typing import Literal
 import numpy as np
 
 from workbench.bench.stats import Reduce, Stat, reduce_stat
-from workbench.engine.csv_format import MetricsFile, column, read_metrics_csv
+from workbench.engine import metric_columns
+from workbench.engine.metrics_reader import MetricsFile, column, read_metrics_csv
 
 MIB = 1 << 20
 
@@ -40,15 +41,32 @@ class Figure:
         return reduce_stat(self.reduce, self.q)
 
 
+def per_token_unit(column: str) -> str:
+    """A per-token column's unit as one token's share reads: "ms/token"; a count, "/token"."""
+    unit = metric_columns.BY_NAME[column].unit
+    return "/token" if unit == "count" else f"{unit}/token"
+
+
+def _of_column(key: str, label: str, column: str, reduce: Reduce,
+               better: Literal["higher", "lower"], q: float = 50.0) -> Figure:
+    """A figure over one per-token column as the file has it: its series is the column, and its
+    unit the column's unit per token (metric_columns.py), not restated here."""
+    return Figure(key, label, per_token_unit(column), column, "token", reduce, better, q)
+
+
 FIGURES: tuple[Figure, ...] = (
+    # A rate over the decode wall: its unit is the rate's, not the column's.
     Figure("tok_s", "decode rate", "tok/s", "wall_ms", "token", "rate", "higher"),
-    Figure("median_ms", "median", "ms/token", "wall_ms", "token", "percentile", "lower", 50),
-    Figure("p95_ms", "p95", "ms/token", "wall_ms", "token", "percentile", "lower", 95),
-    Figure("p99_ms", "p99", "ms/token", "wall_ms", "token", "percentile", "lower", 99),
+    _of_column("median_ms", "median", "wall_ms", "percentile", "lower", 50),
+    _of_column("p95_ms", "p95", "wall_ms", "percentile", "lower", 95),
+    _of_column("p99_ms", "p99", "wall_ms", "percentile", "lower", 99),
     Figure("ttft_s", "TTFT", "s", "ttft_s", "turn", "mean", "lower"),
+    # read_bytes in MiB (RunFigures.from_metrics converts it).
     Figure("read_mib", "read", "MiB/token", "read_mib", "token", "mean", "lower"),
-    Figure("hit_pct", "cache hit", "%", "hit_pct", "run", "mean", "higher"),
-    Figure("faults", "major faults", "/token", "majflt", "token", "mean", "lower"),
+    # The run's last cumulative hit rate, in the column's unit.
+    Figure("hit_pct", "cache hit", metric_columns.BY_NAME["cache_hit_pct"].unit, "hit_pct", "run",
+           "mean", "higher"),
+    _of_column("faults", "major faults", "majflt", "mean", "lower"),
 )
 FIGURE_BY_KEY = {f.key: f for f in FIGURES}
 

@@ -24,7 +24,7 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_compare(args: argparse.Namespace) -> int:
     from workbench.bench.compare import compare, format_table, load_runs
-    from workbench.engine.csv_format import MetricsFormatError
+    from workbench.engine.metrics_reader import MetricsFormatError
 
     if args.trim < 0 or args.resamples < 1:
         print("error: --trim must be 0 or more and --resamples 1 or more", file=sys.stderr)

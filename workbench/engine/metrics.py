@@ -4,11 +4,16 @@ Names, units and definitions follow the upstream engine's `bmoe_metrics v2` sche
 stay comparable (docs/telemetry.md). The rule that matters most: a value that was not measured is
 ``UNMEASURED`` (-1) or empty, never 0. The streaming fields keep that sentinel until the streamer
 fills them.
+
+`TokenMetrics` is declared column by column in metric_columns.py (unit, format, who fills it);
+its fields are spelled out here for speed and typing, and checked against that table on import.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from workbench.engine.metric_columns import check_record
 
 UNMEASURED = -1.0
 """Sentinel for a figure that was not measured (never 0)."""
@@ -57,6 +62,9 @@ class TokenMetrics:
     reasoning: str = ""
 
 
+check_record(TokenMetrics)
+
+
 @dataclass(slots=True)
 class RunSummary:
     """One generate() call, generation phase only (prefill is reported separately)."""
@@ -100,6 +108,13 @@ class RunSummary:
     def tokens_per_second(self) -> float:
         """Aggregate decode rate: tokens / sum of decode wall (never a mean of rates)."""
         return self.n_generated / self.gen_seconds if self.gen_seconds > 0 else UNMEASURED
+
+    @property
+    def moe_io_seconds(self) -> float:
+        """The turn's total expert I/O time (unmeasured when the per-token figure is)."""
+        if self.moe_io_s_per_token < 0:
+            return UNMEASURED
+        return self.moe_io_s_per_token * self.n_generated
 
     @property
     def prefill_tokens_per_second(self) -> float:

@@ -12,6 +12,7 @@ import resource
 import time
 from dataclasses import dataclass
 
+from workbench.engine.metric_columns import PROBE_FIELDS, check_record
 from workbench.engine.metrics import UNMEASURED
 
 PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / (1 << 20) if hasattr(os, "sysconf") else UNMEASURED
@@ -46,6 +47,10 @@ class MemorySample:
     mem_available_mib: float = UNMEASURED
     mem_free_mib: float = UNMEASURED
     swap_free_mib: float = UNMEASURED
+
+
+# The fields are metric_columns' probe columns, which token_row copies into TokenMetrics.
+check_record(MemorySample, PROBE_FIELDS)
 
 
 class MemoryProbe:

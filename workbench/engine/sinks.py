@@ -2,7 +2,8 @@
 
 The engine thread calls a sink once per generated token, so every sink here is cheap per call;
 the CSV sink buffers and flushes only at the end of a turn and on close. The file format itself
-(preamble, columns, summary lines) and its reader live in csv_format.py.
+is metrics_writer.py (rows, preamble, summary lines, from the tables in metric_columns.py and
+summary_keys.py); its reader is metrics_reader.py.
 """
 
 from __future__ import annotations
@@ -15,31 +16,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-from workbench.engine.csv_format import (
-    COLUMNS,
-    FORMAT_V2,
-    MetricsFile,
-    MetricsFormatError,
-    column,
-    parse_metrics,
-    preamble_lines,
-    read_metrics_csv,
-    row_fields,
-    summary_line,
-)
+from workbench.engine.metric_columns import COLUMNS
 from workbench.engine.metrics import RunInfo, RunSummary, TokenMetrics
-
-__all__ = [
-    "CsvMetricsSink",
-    "FanoutSink",
-    "MemorySink",
-    "MetricsFile",
-    "MetricsFormatError",
-    "Sink",
-    "column",
-    "parse_metrics",
-    "read_metrics_csv",
-]
+from workbench.engine.metrics_syntax import FORMAT_V2
+from workbench.engine.metrics_writer import preamble_lines, row_fields, summary_line
 
 
 @runtime_checkable

@@ -21,7 +21,7 @@ from workbench.bench.figures import (
     _streaming_off_upstream,
 )
 from workbench.bench.stats import normalize, pearson_r
-from workbench.engine.sinks import MetricsFile, column
+from workbench.engine.metrics_reader import MetricsFile, column
 
 
 @dataclass(frozen=True, slots=True)

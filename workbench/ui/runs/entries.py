@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from workbench.bench.figures import FIGURES, RunFigures
-from workbench.engine.sinks import MetricsFile
+from workbench.engine.metrics_reader import MetricsFile
 from workbench.store import Run
 
 Kind = Literal["chat", "headless", "imported"]

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QSplitter, QVBoxLayout, QWidg
 from workbench.bench.compare import CompareTable
 from workbench.bench.matrix import MatrixResult
 from workbench.config import Config
-from workbench.engine.sinks import MetricsFile, MetricsFormatError, read_metrics_csv
+from workbench.engine.metrics_reader import MetricsFile, MetricsFormatError, read_metrics_csv
 from workbench.ui.runs.entries import LoadedRun, RunEntry, entry_from_csv, entry_from_run
 from workbench.ui.runs.qt_compare_view import QtCompareView
 from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog

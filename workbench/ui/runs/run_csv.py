@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.metrics import ModelIdentity, RunInfo, TokenMetrics
-from workbench.engine.sinks import CsvMetricsSink, MetricsFile, read_metrics_csv
+from workbench.engine.metrics_reader import MetricsFile, read_metrics_csv
+from workbench.engine.sinks import CsvMetricsSink
 from workbench.store import Run
 
 _TOKEN_FIELDS = {f.name for f in dataclasses.fields(TokenMetrics)}

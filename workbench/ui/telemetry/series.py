@@ -1,7 +1,9 @@
 """What the live plots show: the columns derived from each token's metrics, and the plots (Qt-free).
 
 This is the unit boundary of the telemetry: an unmeasured engine value (-1) becomes NaN here, so
-plots draw a gap, never a zero. Every column is in the unit its name says.
+plots draw a gap, never a zero. Every column is in the unit its name says. The fields read are
+columns of workbench/engine/metric_columns.py; the ring-buffer columns and the row that fills
+them are one table, `SERIES`.
 """
 
 from __future__ import annotations
@@ -9,18 +11,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
+
+from workbench.engine import metric_columns
 
 MIB = 1024 * 1024
 
-# Ring-buffer columns, in order. "x" is the token index across the conversation's turns.
-COLUMNS = (
-    "x", "turn", "wall_ms", "compute_ms", "io_ms", "mgmt_ms",
-    "stack_compute", "stack_io", "stack_mgmt",
-    "read_mib", "read_mib_s", "cache_hit_pct",
-    "rss_anon_mib", "rss_file_mib", "swap_mib", "mem_available_mib",
-    "majflt", "majflt_mib", "cpu_cores", "loop_overhead_ms",
+# The token's fields the plots read, each once per token, -1 turned into NaN. Checked against
+# the metric table at import: a renamed column fails here instead of plotting a silent gap.
+FIELDS = (
+    "wall_ms", "compute_ms", "io_ms", "stall_ms", "mgmt_ms", "read_bytes", "cpu_ms",
+    "cache_hit_pct", "rss_anon_mib", "rss_file_mib", "swap_mib", "mem_available_mib",
+    "majflt", "majflt_mib", "loop_overhead_ms",
 )
+_unknown = [name for name in FIELDS if name not in metric_columns.BY_NAME]
+if _unknown:
+    raise metric_columns.ColumnsDrift(f"the plots read undeclared fields: {_unknown}")
+
+Measured = dict[str, float]  # FIELDS by name (NaN where unmeasured), plus "x" and "turn"
 
 
 def _measured(value: Any) -> float:
@@ -31,32 +40,69 @@ def _measured(value: Any) -> float:
     return math.nan if value < 0 else value
 
 
-def row_values(get: Callable[[str], Any], x: int, turn: int) -> list[float]:
-    """One ring-buffer row from a token's metrics, read by field name (TokenMetrics or dict).
+def _io_or_stall(v: Measured) -> float:
+    """The second layer of the stack: flash I/O when reads are serial, stall when they overlap."""
+    stall = v["stall_ms"]
+    return stall if not math.isnan(stall) else v["io_ms"]
 
-    `x` and `turn` are the window's own counters across the conversation (the engine's turn
-    numbers restart with every session)."""
-    wall = _measured(get("wall_ms"))
-    compute = _measured(get("compute_ms"))
-    # The second layer of the stack: flash I/O when reads are serial, stall when they overlap.
-    stall = _measured(get("stall_ms"))
-    io = stall if not math.isnan(stall) else _measured(get("io_ms"))
-    mgmt = _measured(get("mgmt_ms"))
-    read_bytes = _measured(get("read_bytes"))
-    read_mib = read_bytes / MIB
-    io_ms = _measured(get("io_ms"))
-    bandwidth = read_mib / (io_ms / 1e3) if io_ms > 0 else math.nan
-    cpu = _measured(get("cpu_ms"))
-    cores = cpu / wall if wall > 0 else math.nan
-    return [
-        float(x), float(turn), wall, compute, io, mgmt,
-        compute, compute + io, compute + io + mgmt,
-        read_mib, bandwidth, _measured(get("cache_hit_pct")),
-        _measured(get("rss_anon_mib")), _measured(get("rss_file_mib")),
-        _measured(get("swap_mib")), _measured(get("mem_available_mib")),
-        _measured(get("majflt")), _measured(get("majflt_mib")), cores,
-        _measured(get("loop_overhead_ms")),
-    ]
+
+def _read_mib(v: Measured) -> float:
+    return v["read_bytes"] / MIB
+
+
+def _bandwidth(v: Measured) -> float:
+    io_ms = v["io_ms"]  # the reads' own time, not the stall
+    return _read_mib(v) / (io_ms / 1e3) if io_ms > 0 else math.nan
+
+
+def _cores(v: Measured) -> float:
+    wall = v["wall_ms"]
+    return v["cpu_ms"] / wall if wall > 0 else math.nan
+
+
+def _stack_io(v: Measured) -> float:
+    return v["compute_ms"] + _io_or_stall(v)
+
+
+def _stack_mgmt(v: Measured) -> float:
+    return _stack_io(v) + v["mgmt_ms"]
+
+
+# Ring-buffer columns, in order, each with how it is computed from the token's measured fields;
+# COLUMNS and row_values both come from here. "x" is the token index across the conversation's
+# turns, "turn" the window's turn counter (the engine's restarts with every session).
+SERIES: tuple[tuple[str, Callable[[Measured], float]], ...] = (
+    ("x", itemgetter("x")),
+    ("turn", itemgetter("turn")),
+    ("wall_ms", itemgetter("wall_ms")),
+    ("compute_ms", itemgetter("compute_ms")),
+    ("io_ms", _io_or_stall),
+    ("mgmt_ms", itemgetter("mgmt_ms")),
+    ("stack_compute", itemgetter("compute_ms")),
+    ("stack_io", _stack_io),
+    ("stack_mgmt", _stack_mgmt),
+    ("read_mib", _read_mib),
+    ("read_mib_s", _bandwidth),
+    ("cache_hit_pct", itemgetter("cache_hit_pct")),
+    ("rss_anon_mib", itemgetter("rss_anon_mib")),
+    ("rss_file_mib", itemgetter("rss_file_mib")),
+    ("swap_mib", itemgetter("swap_mib")),
+    ("mem_available_mib", itemgetter("mem_available_mib")),
+    ("majflt", itemgetter("majflt")),
+    ("majflt_mib", itemgetter("majflt_mib")),
+    ("cpu_cores", _cores),
+    ("loop_overhead_ms", itemgetter("loop_overhead_ms")),
+)
+COLUMNS = tuple(name for name, _ in SERIES)
+_COMPUTE = tuple(compute for _, compute in SERIES)
+
+
+def row_values(get: Callable[[str], Any], x: int, turn: int) -> list[float]:
+    """One ring-buffer row (COLUMNS order) from a token's metrics, read by field name
+    (TokenMetrics or dict). `x` and `turn` are the window's own counters."""
+    v = {name: _measured(get(name)) for name in FIELDS}
+    v["x"], v["turn"] = float(x), float(turn)
+    return [compute(v) for compute in _COMPUTE]
 
 
 def metrics_getter(metrics: Any) -> Callable[[str], Any]:
