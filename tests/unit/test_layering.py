@@ -103,13 +103,3 @@ def test_only_backend_native_loads_the_native_library():
                  if "ctypes.CDLL" in p.read_text() and p.relative_to(PACKAGE).as_posix()
                  != "backend/native.py"]
     assert offenders == []
-
-
-ENGINE_UPWARD = re.compile(r"^\s*(from|import)\s+workbench\.(ui|bench|store)\b", re.M)
-
-
-def test_engine_imports_nothing_built_on_it():
-    # The metric tables live in engine/ so that the UI, bench and store can follow them.
-    offenders = [name for name, text in _sources().items()
-                 if name.startswith("engine/") and ENGINE_UPWARD.search(text)]
-    assert offenders == []
