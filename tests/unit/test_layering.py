@@ -8,6 +8,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "workbench"
 QT_MODULES = re.compile(r"^\s*(from|import)\s+(PySide6|pyqtgraph|qasync)\b", re.M)
 LLAMA_IMPORT = re.compile(r"^\s*(from|import)\s+llama_cpp\b", re.M)
+WORKBENCH_IMPORT = re.compile(r"^\s*(?:from|import)\s+(workbench(?:\.\w+)*)", re.M)
 
 
 def _sources() -> dict[str, str]:
@@ -30,3 +31,9 @@ def test_only_moe_native_loads_the_native_library():
     offenders = [name for name, text in _sources().items()
                  if "ctypes.CDLL" in text and name != "moe/native.py"]
     assert offenders == []
+
+
+def test_presets_sit_on_the_config_tree_only():
+    # The bottom layer: everything above may use a Preset, so it may use nothing above.
+    imported = set(WORKBENCH_IMPORT.findall(_sources()["presets.py"]))
+    assert imported <= {"workbench.config", "workbench.paths"}

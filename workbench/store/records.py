@@ -103,10 +103,3 @@ class SearchHit:
     message_id: int | None  # None when the title matched
     snippet: str  # plain text around the first match, "…" where it was cut
     spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of matches in it
-
-
-@dataclass(slots=True)
-class Preset:
-    name: str
-    settings: JsonDict = field(default_factory=dict)
-    updated_at: float = 0.0
