@@ -3,6 +3,7 @@
 Qt-free; see store.py for the threading rule.
 """
 
+from workbench.store.message_stats import MessageStats
 from workbench.store.records import (
     ROLES,
     STATUSES,
@@ -23,6 +24,7 @@ __all__ = [
     "STATUSES",
     "Conversation",
     "Message",
+    "MessageStats",
     "NotFound",
     "Run",
     "SchemaTooNew",
