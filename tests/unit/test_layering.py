@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "workbench"
 QT_MODULES = re.compile(r"^\s*(from|import)\s+(PySide6|pyqtgraph|qasync)\b", re.M)
 LLAMA_IMPORT = re.compile(r"^\s*(from|import)\s+llama_cpp\b", re.M)
+QT_PACKAGES = ("PySide6", "pyqtgraph", "qasync")
 WORKBENCH_IMPORT = re.compile(r"^\s*(?:from|import)\s+(workbench(?:\.\w+)*)", re.M)
 
 
@@ -37,3 +39,27 @@ def test_presets_sit_on_the_config_tree_only():
     # The bottom layer: everything above may use a Preset, so it may use nothing above.
     imported = set(WORKBENCH_IMPORT.findall(_sources()["presets.py"]))
     assert imported <= {"workbench.config", "workbench.paths"}
+
+
+def _imports_qt(source: str) -> bool:
+    """Any import of a Qt package, at the top or inside a function (qt_app imports qasync late)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        if any(name.split(".")[0] in QT_PACKAGES for name in names):
+            return True
+    return False
+
+
+def test_ui_modules_that_import_qt_are_named_qt():
+    # The qt_ prefix tells at a glance which modules need a QApplication and which a plain test
+    # can import; a Qt-free module keeps a plain name. No exceptions so far: qt_check.py,
+    # which imports PySide6 only to probe it, carries the prefix too.
+    offenders = [name for name, text in _sources().items()
+                 if name.startswith("ui/") and _imports_qt(text)
+                 and not Path(name).name.startswith("qt_")]
+    assert offenders == []

@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from workbench.ui.main_window import QtMainWindow
+from workbench.ui.qt_main_window import QtMainWindow
 
 
 async def chat(window: QtMainWindow, prompts: Sequence[str]) -> None:
