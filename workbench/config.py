@@ -237,18 +237,25 @@ class Config:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Config:
         """Missing keys take their defaults; old names are mapped; wrong types wait for validate."""
-        values: dict[str, Any] = {}
-        origin: dict[str, str] = {}
-        for key, value in d.items():
-            name = RENAMED.get(key) or _known(key)
-            if name in values:
-                raise ConfigError(
-                    f"'{origin[name]}' and '{key}' both set {name}; keep only '{name}'")
-            values[name], origin[name] = value, key
-        return cls(**values)
+        return cls(**setting_names(d))
 
     def diff_from_defaults(self) -> dict[str, Any]:
         return {k: v for k, v in self.to_dict().items() if v != BY_NAME[k].default}
+
+
+def setting_names(d: Mapping[str, Any]) -> dict[str, Any]:
+    """The same values keyed by today's setting names (old preset keys mapped).
+
+    ConfigError for a key no setting knows, or for an old and a new name that set one setting.
+    """
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for key, value in d.items():
+        name = RENAMED.get(key) or _known(key)
+        if name in values:
+            raise ConfigError(f"'{origin[name]}' and '{key}' both set {name}; keep only '{name}'")
+        values[name], origin[name] = value, key
+    return values
 
 
 def _known(key: str) -> str:

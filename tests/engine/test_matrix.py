@@ -12,42 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from workbench.bench.arms import (
-    DEFAULT_PROMPTS,
-    ArmError,
-    Preset,
-    load_preset_file,
-    parse_preset,
-    read_prompts,
-)
+from workbench.bench.arms import DEFAULT_PROMPTS, ArmError, read_prompts
 from workbench.bench.matrix import MatrixPlan, default_base, drop_page_cache, run_matrix
 from workbench.config import Config
 from workbench.engine.metrics_reader import read_metrics_csv
+from workbench.presets import Preset, PresetError, load_preset_file, parse_preset
 
 PROMPT = "The lighthouse keeper opened the old map and"
 
 
 # ---- presets, prompts, schedule ----------------------------------------------------------------
-
-
-def test_inline_presets_are_typed_by_the_settings_declarations():
-    preset = parse_preset("lean=n_threads=2, temp=0.5 ,think=off,system_prompt=Be brief")
-    assert preset == Preset("lean", {"n_threads": 2, "temp": 0.5, "think": False,
-                                     "system_prompt": "Be brief"})
-    assert parse_preset("base") == Preset("base", {})
-    assert parse_preset("old=chatml=1").overrides == {"chat_template": True}  # renamed key
-
-
-@pytest.mark.parametrize(("text", "complaint"), [
-    ("x=n_thread=2", "did you mean 'n_threads'"),
-    ("x=n_threads=two", "expected a whole number"),
-    ("x=think=maybe", "expected on or off"),
-    ("x=n_threads", "not key=value"),
-    ("a b=n_threads=2", "preset name"),
-])
-def test_bad_inline_presets_say_what_to_fix(text, complaint):
-    with pytest.raises(ArmError, match=complaint):
-        parse_preset(text)
+# (How presets are written and parsed: tests/unit/test_presets.py.)
 
 
 def test_preset_file_and_validation_before_anything_runs(tmp_path):
@@ -56,12 +31,15 @@ def test_preset_file_and_validation_before_anything_runs(tmp_path):
     presets = load_preset_file(path)
     assert [p.name for p in presets] == ["one", "zero"]
     plan = MatrixPlan(presets, [PROMPT], tmp_path / "out")
-    with pytest.raises(ArmError, match="preset 'zero': n_threads is 0"):
+    with pytest.raises(PresetError, match="preset 'zero': n_threads is 0"):
         run_matrix(plan)
     assert not (tmp_path / "out").exists()  # refused before the first run
     twice = MatrixPlan([Preset("a"), Preset("a")], [PROMPT], tmp_path / "out")
     with pytest.raises(ArmError, match="given more than once"):
         twice.configs()
+    unsafe = MatrixPlan([parse_preset("a b=n_threads=2")], [PROMPT], tmp_path / "out")
+    with pytest.raises(ArmError, match="preset name 'a b'"):  # it would name the run files
+        unsafe.configs()
 
 
 def test_default_prompt_set_and_prompt_files(tmp_path):

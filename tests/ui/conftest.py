@@ -84,7 +84,7 @@ def make_window(qtbot: Any, run: Callable[..., Any], data_dir: Path, model_confi
     from workbench.store import default_path
     from workbench.ui.bridge import EngineBridge
     from workbench.ui.db_worker import AsyncStore
-    from workbench.ui.main_window import QtMainWindow
+    from workbench.ui.qt_main_window import QtMainWindow
 
     windows: list[QtMainWindow] = []
 

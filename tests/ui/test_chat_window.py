@@ -35,7 +35,7 @@ def test_a_prompt_streams_into_the_pane_and_is_saved(qtbot, make_window):
     assert 0 < window.composer.gauge.used < 512
     user, assistant = stored_path(window)
     assert user.content == "Say hello." and assistant.content == answer.shown.content
-    assert assistant.stats["run_id"] and assistant.status == "complete"
+    assert assistant.stats.run_id and assistant.status == "complete"
     assert window.conversation_list.ids() == [window.chat.conversation_id]
 
 
@@ -58,7 +58,7 @@ def test_plots_receive_the_rows_of_a_run(qtbot, make_window):
     assert curves["read_mib"].getData()[0] is None or len(curves["read_mib"].getData()[0]) == 0
     assert panel._empty_labels["read"].isVisible() and not panel._empty_labels["wall"].isVisible()
     with Store.open(default_path(), recover=False) as store:
-        run_id = stored_path(window)[-1].stats["run_id"]
+        run_id = stored_path(window)[-1].stats.run_id
         assert len(store.token_rows(run_id)) == 16
     # Reopening the conversation refills the plots from the database.
     run_ = window.tasks.spawn(window.chat.open_conversation(window.chat.conversation_id))
@@ -73,7 +73,7 @@ def test_clicking_a_token_highlights_it_on_every_plot(qtbot, make_window):
     answer.tokens_button.click()
     assert answer.token_view.isVisible() and "tok:3" in answer.token_view.text()
     answer.token_view.linkActivated.emit("tok:3")
-    assert window.telemetry.highlighted_x == answer.shown.stats["x_start"] + 3
+    assert window.telemetry.highlighted_x == answer.shown.stats.x_start + 3
     assert "token 3" in window.telemetry.readout.text()
     assert not window.telemetry.following
 
@@ -81,7 +81,7 @@ def test_clicking_a_token_highlights_it_on_every_plot(qtbot, make_window):
     # token view if it is closed.
     answer.tokens_button.click()
     assert not answer.token_view.isVisible()
-    x0 = answer.shown.stats["x_start"]
+    x0 = answer.shown.stats.x_start
     window.telemetry.select_span(x0 + 2, x0 + 5)
     assert answer.token_view.isVisible()
     assert answer.token_view.text().count("#ffd54f") == 4
@@ -191,6 +191,6 @@ def test_stop_during_a_long_prefill(qtbot, make_window, model_config):
     qtbot.waitUntil(lambda: not window.chat.generating, timeout=WAIT)
     stopped = window.chat_view.messages[-1]
     assert stopped.shown.status == "stopped" and window.telemetry.next_x == 0
-    assert stopped.shown.stats["stop_reason"] == "stopped"
+    assert stopped.shown.stats.stop_reason == "stopped"
     send(qtbot, window, "Short one.")
     assert window.chat_view.messages[-1].shown.status == "complete"

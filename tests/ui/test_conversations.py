@@ -7,6 +7,8 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 
+from workbench.store import MessageStats
+
 WAIT = 30_000
 
 
@@ -22,7 +24,8 @@ def seed(store) -> list[int]:
                                     ("Boats", "How do boats float?", "Buoyancy.")):
         conv = store.create_conversation(title)
         user = store.add_message(conv.id, None, "user", question)
-        store.add_message(conv.id, user.id, "assistant", answer, stats={"stop_reason": "eos"})
+        store.add_message(conv.id, user.id, "assistant", answer,
+                          stats=MessageStats(stop_reason="eos"))
         ids.append(conv.id)
     return ids
 

@@ -42,7 +42,7 @@ def test_reasoning_streams_into_a_live_block_then_folds(qtbot, make_window, qwen
     assert block.toggle.text() == "Thought for 1.5 s"  # 6 thinking tokens x 250 ms (engine)
     assert block.body.text() == "The user wants a sum."
     assert answer.body.markdown == "2 + 2 = 4."
-    assert answer.shown.stats["n_think"] == 6
+    assert answer.shown.stats.n_think == 6
     block.toggle.click()
     assert block.expanded and block.body.isVisible()
 

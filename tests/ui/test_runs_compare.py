@@ -200,20 +200,20 @@ def test_runs_list_filters_exports_imports_and_compares(qtbot, run, tmp_path, cs
 
 
 def test_bench_matrix_arms_come_from_presets(tmp_path):
-    from workbench.bench.arms import ArmError
+    from workbench.presets import Preset, PresetError
     from workbench.ui.runs.matrix_plan import arm_name, build_plan
 
     taken: set[str] = set()
     assert [arm_name(n, taken) for n in ("fast cache", "fast-cache", "_x", "ü")] == [
         "fast-cache", "fast-cache-2", "x", "preset"]
-    plan = build_plan([("one thread", {"n_threads": 1}), ("old", {"chatml": True})], ["Hi"],
-                      Config(model="/m/a.gguf"), tokens=8, repeats=2, out_dir=tmp_path)
+    plan = build_plan([Preset("one thread", {"n_threads": 1}), Preset("old", {"chatml": True})],
+                      ["Hi"], Config(model="/m/a.gguf"), tokens=8, repeats=2, out_dir=tmp_path)
     configs = plan.configs()
     assert configs["one-thread"] == Config(model="/m/a.gguf", n_predict=8, temp=0.0,
                                            chat_template=False, n_threads=1)
     assert configs["old"].chat_template is True  # a renamed key still applies
-    bad = build_plan([("zero", {"n_threads": 0})], ["Hi"], Config(), out_dir=tmp_path)
-    with pytest.raises(ArmError, match="n_threads is 0"):
+    bad = build_plan([Preset("zero", {"n_threads": 0})], ["Hi"], Config(), out_dir=tmp_path)
+    with pytest.raises(PresetError, match="n_threads is 0"):
         bad.configs()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QImage
 
-from workbench.ui.screenshot import take_screenshot
+from workbench.ui.qt_screenshot import take_screenshot
 
 
 def distinct_colours(image: QImage, step: int = 16) -> int:

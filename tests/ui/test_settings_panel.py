@@ -182,7 +182,7 @@ def test_presets_round_trip_through_a_real_store(qtbot, run, tmp_path: Path):
         run(page.tasks.wait_idle())
         assert box.names() == ["warm"]
         stored = run(db.call(lambda s: s.load_preset("warm")))
-        assert stored == {"model": "/models/a.gguf", "n_threads": 3, "temp": 0.7}
+        assert stored.settings == {"model": "/models/a.gguf", "n_threads": 3, "temp": 0.7}
 
         panel.revert()
         assert panel.pending.temp == 0.0
@@ -209,18 +209,20 @@ def test_presets_round_trip_through_a_real_store(qtbot, run, tmp_path: Path):
         box.undo_button.click()
         run(page.tasks.wait_idle())
         assert box.names() == ["warm start"]
-        assert run(db.call(lambda s: s.load_preset("warm start")))["temp"] == 0.7
+        assert run(db.call(lambda s: s.load_preset("warm start"))).settings["temp"] == 0.7
     finally:
         run(db.close())
 
 
 def test_a_preset_without_a_model_keeps_the_open_one():
+    from workbench.presets import Preset
     from workbench.ui.settings.preset_store import config_from_preset
 
     current = Config(model="/models/open.gguf", n_ctx=8192)
-    loaded = config_from_preset({"temp": 0.5}, current)
+    loaded = config_from_preset(Preset("p", {"temp": 0.5}), current)
     assert loaded == Config(model="/models/open.gguf", temp=0.5)  # n_ctx back to its default
-    assert config_from_preset({"model": "/b.gguf"}, current).model == "/b.gguf"
+    assert config_from_preset(Preset("p", {"model": "/b.gguf"}), current).model == "/b.gguf"
+    assert config_from_preset(Preset("p", {"model_path": "/c.gguf"}), current).model == "/c.gguf"
 
 
 def test_the_label_disables_with_its_editor(panel):

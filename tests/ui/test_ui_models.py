@@ -153,11 +153,11 @@ def test_stats_leave_out_what_was_not_measured():
                          loop_overhead_s_per_token=0.001, stop_reason="eos")
     stats = stats_from_result(GenerateResult(ok=True, stop_reason=StopReason.EOS,
                                              summary=summary), think_s=2.0, n_think=4)
-    assert stats["tok_s"] == 20.0 and stats["n_reused"] == 5 and stats["stop_reason"] == "eos"
-    assert "cache_hit_pct" not in stats
+    assert stats.tok_s == 20.0 and stats.n_reused == 5 and stats.stop_reason == "eos"
+    assert stats.cache_hit_pct is None and "cache_hit_pct" not in stats.to_json()
     assert thought_label(stats, live=False) == "Thought for 2.0 s"
     rejected = stats_from_result(GenerateResult(ok=False, stop_reason=StopReason.REJECTED))
-    assert rejected == {"stop_reason": "rejected"}
+    assert rejected.to_json() == {"stop_reason": "rejected"}
 
 
 def test_recorder_counts_thinking_and_throttles_saves():

@@ -88,7 +88,7 @@ def test_a_per_request_setting_applies_without_reopening_and_the_run_is_listed(q
     send(qtbot, window, "Say hello.")  # greedy: 16 tokens, no early end
     answer = window.chat_view.messages[-1]
     assert answer.shown.status == "complete"
-    run_id = answer.shown.stats["run_id"]
+    run_id = answer.shown.stats.run_id
     qtbot.waitUntil(lambda: run_id in listed_runs(window), timeout=WAIT)
     with Store.open(default_path(), recover=False) as store:
         assert len(store.token_rows(run_id)) == 5
@@ -140,7 +140,7 @@ def test_rerun_with_a_preset_makes_a_sibling_and_keeps_both_runs(qtbot, run, mak
     window = make_window()
     send(qtbot, window, "Say hello.")
     first_id = window.chat_view.messages[-1].shown.id
-    first_run = window.chat_view.messages[-1].shown.stats["run_id"]
+    first_run = window.chat_view.messages[-1].shown.stats.run_id
     session = window.bridge._live
     page = window.settings_page
     # Save preset "B" (4 tokens an answer) as a user does, then drop the edit again.
@@ -161,7 +161,7 @@ def test_rerun_with_a_preset_makes_a_sibling_and_keeps_both_runs(qtbot, run, mak
     assert second.shown.status == "complete"
     assert window.bridge._live is session  # the preset differs per request only: no reload
     assert window.config.n_predict == 4 and page.panel.current.n_predict == 4
-    second_run = second.shown.stats["run_id"]
+    second_run = second.shown.stats.run_id
     with Store.open(default_path(), recover=False) as store:
         assert store.siblings(second.shown.id).count == 2
         assert len(store.token_rows(first_run)) == 16

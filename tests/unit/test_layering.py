@@ -103,3 +103,16 @@ def test_only_backend_native_loads_the_native_library():
                  if "ctypes.CDLL" in p.read_text() and p.relative_to(PACKAGE).as_posix()
                  != "backend/native.py"]
     assert offenders == []
+
+
+def test_ui_modules_that_import_qt_are_named_qt():
+    # The qt_ prefix tells at a glance which modules need a QApplication and which a plain test
+    # can import; a Qt-free module keeps a plain name. No exceptions so far: qt_check.py,
+    # which imports PySide6 only to probe it, carries the prefix too.
+    graph = grimp.build_graph("workbench", include_external_packages=True, cache_dir=None)
+    qt = [m for m in ("PySide6", "pyqtgraph", "qasync") if m in graph.modules]
+    assert qt, "the graph has no Qt packages: this check would pass vacuously"
+    offenders = [m for m in sorted(graph.modules)
+                 if m.startswith("workbench.ui.") and not m.rsplit(".", 1)[-1].startswith("qt_")
+                 and any(graph.direct_import_exists(importer=m, imported=q) for q in qt)]
+    assert offenders == []

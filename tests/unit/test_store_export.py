@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from workbench.engine.metrics import ModelIdentity, RunInfo, RunSummary
-from workbench.store import Store, format_stats_line
+from workbench.store import MessageStats, Store, format_stats_line
 
 
 @pytest.fixture
@@ -26,9 +26,13 @@ def _summary(**changes: object) -> RunSummary:
     return RunSummary(**{**base, **changes})
 
 
-# What the window writes into Message.stats (keys: workbench/ui/chat/stats_line.py).
+# What the window writes into Message.stats (workbench/ui/chat/stats_line.py), as stored.
 STATS = {"tok_s": 20.0, "n_generated": 40, "n_prompt": 12, "n_reused": 30, "prefill_s": 0.25,
          "ttft_s": 0.3, "n_past": 82, "n_ctx": 4096, "stop_reason": "stopped", "think_s": 1.5}
+
+
+def _line(stats: dict[str, object]) -> str:
+    return format_stats_line(MessageStats.from_json(stats))
 
 
 def _info() -> RunInfo:
@@ -47,7 +51,7 @@ def _branchy(store: Store) -> int:
     store.edit_message(u.id, "Why is the sea blue?")
     store.switch_branch(u.id)
     a1b = store.regenerate(a1.id)
-    stats = STATS
+    stats = MessageStats.from_json(STATS)
     store.update_message(a1b.id, content="Short wavelengths scatter more.",
                          reasoning="Think about **wavelength**.", status="stopped", stats=stats)
     run = store.create_run(_info(), message_id=a1b.id, summary=_summary())
@@ -56,14 +60,16 @@ def _branchy(store: Store) -> int:
 
 
 def test_stats_line_reads_like_the_window_and_skips_unmeasured():
-    assert format_stats_line(STATS) == (
+    assert _line(STATS) == (
         "20.0 tok/s · 40 tokens · prefill 12 tokens in 0.25 s · TTFT 0.30 s · 30 reused"
         " · stopped by you")
-    assert format_stats_line({"cache_hit_pct": 87.4, "stop_reason": "odd"}) == (
-        "cache hit 87% · odd")
-    assert format_stats_line({"tok_s": -1.0, "n_generated": -1, "cache_hit_pct": -1.0}) == ""
-    assert format_stats_line({"n_prompt": 0, "prefill_s": 0.0}) == ""  # nothing prefilled
-    assert format_stats_line({}) == ""
+    assert _line({"cache_hit_pct": 87.4, "stop_reason": "odd"}) == "cache hit 87% · odd"
+    assert _line({"tok_s": -1.0, "n_generated": -1, "cache_hit_pct": -1.0}) == ""
+    assert _line({"n_prompt": 0, "prefill_s": 0.0}) == ""  # nothing prefilled
+    assert _line({"tok_s": True, "n_generated": "40"}) == ""  # not numbers: not shown
+    assert _line({}) == ""
+    assert format_stats_line(MessageStats(n_generated=3, stop_reason="eos")) == (
+        "3 tokens · finished")
 
 
 def test_markdown_is_the_active_branch(store: Store):

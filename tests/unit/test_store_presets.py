@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from workbench.presets import Preset
 from workbench.store import NotFound, Store
 
 
@@ -20,9 +21,11 @@ def test_save_load_overwrite(store: Store):
     settings = {"temperature": 0.7, "top_p": 0.95, "stop": ["</s>"], "seed": -1}
     saved = store.save_preset("Precise", settings)
     assert saved.name == "Precise" and saved.settings == settings
-    assert store.load_preset("Precise") == settings
+    assert saved.updated_at is not None and saved.updated_at > 0  # store metadata, kept
+    loaded = store.load_preset("Precise")
+    assert loaded == Preset("Precise", settings) and loaded.updated_at == saved.updated_at
     store.save_preset("Precise", {"temperature": 0.2})
-    assert store.load_preset("Precise") == {"temperature": 0.2}
+    assert store.load_preset("Precise").settings == {"temperature": 0.2}
     with pytest.raises(NotFound):
         store.load_preset("precise")  # names are exact
     with pytest.raises(ValueError):
@@ -44,7 +47,7 @@ def test_rename_and_delete(store: Store):
         store.rename_preset("a", "b")  # would overwrite b
     store.rename_preset("a", "c")
     assert [p.name for p in store.list_presets()] == ["b", "c"]
-    assert store.load_preset("c") == {"x": 1}
+    assert store.load_preset("c").settings == {"x": 1}
     with pytest.raises(NotFound):
         store.rename_preset("a", "d")
     store.delete_preset("b")
@@ -57,4 +60,4 @@ def test_presets_persist(tmp_path: Path):
     with Store.open(tmp_path / "w.db") as store:
         store.save_preset("kept", {"top_k": 40})
     with Store.open(tmp_path / "w.db") as store:
-        assert store.load_preset("kept") == {"top_k": 40}
+        assert store.load_preset("kept").settings == {"top_k": 40}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.store import NotFound, Store
+from workbench.store import MessageStats, NotFound, Store
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,13 +30,14 @@ def test_updates_persist_across_reopen(tmp_path: Path):
         assert (msg.content, msg.reasoning, msg.status) == (
             "The answer is", "hmm The answer is", "streaming")
         store.update_message(a.id, content="The answer is 42.", status="complete",
-                             stats={"n_generated": 6, "tokens_per_second": 11.5,
-                                    "stop_reason": "eos"})
+                             stats=MessageStats(n_generated=6, stop_reason="eos",
+                                                extra={"tokens_per_second": 11.5}))
     with Store.open(path) as store:
         msg = store.get_message(a.id)
         assert (msg.content, msg.status) == ("The answer is 42.", "complete")
         assert msg.reasoning == "hmm The answer is"  # not passed, so unchanged
-        assert msg.stats == {"n_generated": 6, "tokens_per_second": 11.5, "stop_reason": "eos"}
+        assert msg.stats.to_json() == {"n_generated": 6, "tokens_per_second": 11.5,
+                                       "stop_reason": "eos"}
         assert store.recover_interrupted() == 0  # a finished answer is left alone
 
 

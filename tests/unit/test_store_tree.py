@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.store import NotFound, Store
+from workbench.store import MessageStats, NotFound, Store
 
 
 @pytest.fixture
@@ -30,12 +30,12 @@ def test_adding_messages_moves_the_active_leaf(store: Store):
     conv = store.create_conversation()
     u = store.add_message(conv.id, None, "user", "q1")
     a = store.add_message(conv.id, u.id, "assistant", "a1", reasoning="thinking",
-                          stats={"n_generated": 2})
+                          stats=MessageStats(n_generated=2))
     assert store.get_conversation(conv.id).active_leaf_id == a.id
     path = store.active_path(conv.id)
     assert [(m.role, m.content, m.parent_id) for m in path] == [
         ("user", "q1", None), ("assistant", "a1", u.id)]
-    assert path[1].reasoning == "thinking" and path[1].stats == {"n_generated": 2}
+    assert path[1].reasoning == "thinking" and path[1].stats == MessageStats(n_generated=2)
 
 
 def test_edit_and_regenerate_make_siblings_and_erase_nothing(store: Store):

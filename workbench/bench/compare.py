@@ -1,9 +1,10 @@
 """The compare table: summary figures of two or more arms with their intervals, each figure's
 ratio to the first arm, and what differs in the arms' configuration.
 
-An arm is one configuration; its runs are repeats. `compare()` groups runs by their preamble
-(equal settings, model identity and engine version make equal preambles), `compare_arms()` takes
-arms as given (the bench matrix knows them). How intervals are drawn (docs/benchmarks.md):
+An arm is a `RunGroup`: one configuration, its runs repeats. `compare()` groups runs by their
+preamble (equal settings, model identity and engine version make equal preambles),
+`compare_arms()` takes arms as given (the bench matrix knows them). How intervals are drawn
+(docs/benchmarks.md):
 
 - An arm with at least `min_repeats` (5) runs: whole runs are resampled, so the interval shows
   how much repeats disagree. Fewer runs: per-token figures resample blocks of tokens within each
@@ -34,8 +35,8 @@ from workbench.bench.stats import (
 )
 
 __all__ = [
-    "FIGURES", "MIN_REPEATS", "MISSING", "Arm", "Cell", "CompareTable", "ConfigDifference",
-    "Figure", "Row", "RunFigures", "compare", "compare_arms", "format_table", "group_runs",
+    "FIGURES", "MIN_REPEATS", "MISSING", "Cell", "CompareTable", "ConfigDifference", "Figure",
+    "Row", "RunFigures", "RunGroup", "compare", "compare_arms", "format_table", "group_runs",
     "load_runs",
 ]
 
@@ -44,7 +45,13 @@ MISSING = "—"
 
 
 @dataclass
-class Arm:
+class RunGroup:
+    """One arm of the table: runs of one configuration (repeats of each other) under a label.
+
+    Not a preset: a preset says what to run, a group holds what ran (the bench matrix makes one
+    group per preset).
+    """
+
     label: str
     runs: list[RunFigures]
 
@@ -73,7 +80,7 @@ class ConfigDifference:
 
 @dataclass
 class CompareTable:
-    arms: list[Arm]
+    arms: list[RunGroup]
     rows: list[Row]
     config_diff: list[ConfigDifference]
     methods: list[str] = field(default_factory=list)  # how each interval was drawn, in words
@@ -97,7 +104,8 @@ def _letters(i: int) -> str:
     return chr(ord("A") + i) if i < 26 else f"A{i}"
 
 
-def group_runs(runs: Sequence[RunFigures], labels: Sequence[str] | None = None) -> list[Arm]:
+def group_runs(runs: Sequence[RunFigures],
+               labels: Sequence[str] | None = None) -> list[RunGroup]:
     """Runs with equal preambles become repeats of one arm, in order of first appearance.
 
     Arms are labelled A, B, C... unless `labels` names them (one label per arm).
@@ -108,7 +116,7 @@ def group_runs(runs: Sequence[RunFigures], labels: Sequence[str] | None = None) 
     if labels is not None and len(labels) != len(groups):
         raise ValueError(f"{len(labels)} labels for {len(groups)} arms")
     names = list(labels) if labels is not None else [_letters(i) for i in range(len(groups))]
-    return [Arm(name, members) for name, members in zip(names, groups.values(), strict=True)]
+    return [RunGroup(name, members) for name, members in zip(names, groups.values(), strict=True)]
 
 
 def compare(
@@ -122,7 +130,7 @@ def compare(
 ) -> CompareTable:
     """Group runs into arms (or one arm per run when `group` is False) and compare them."""
     arms = (group_runs(runs) if group
-            else [Arm(_letters(i), [run]) for i, run in enumerate(runs)])
+            else [RunGroup(_letters(i), [run]) for i, run in enumerate(runs)])
     return compare_arms(arms, resamples=resamples, level=level, seed=seed,
                         min_repeats=min_repeats)
 
@@ -134,12 +142,12 @@ def _ratio(num: float, den: float) -> float:
     return num / den if math.isfinite(num) and math.isfinite(den) and den != 0 else math.nan
 
 
-def _parts(arm: Arm, figure: Figure) -> list[np.ndarray]:
+def _parts(arm: RunGroup, figure: Figure) -> list[np.ndarray]:
     return [r.values(figure) for r in arm.runs]
 
 
 def _draws(
-    arm: Arm, figure: Figure, rng: np.random.Generator, resamples: int, min_repeats: int
+    arm: RunGroup, figure: Figure, rng: np.random.Generator, resamples: int, min_repeats: int
 ) -> np.ndarray | None:
     """Bootstrap distribution of the arm's figure, or None where no interval can be drawn."""
     runs = arm.runs
@@ -157,7 +165,7 @@ def _draws(
 
 
 def _paired_ratio_draws(
-    first: Arm, other: Arm, figure: Figure, rng: np.random.Generator, resamples: int
+    first: RunGroup, other: RunGroup, figure: Figure, rng: np.random.Generator, resamples: int
 ) -> np.ndarray:
     """One count matrix for both arms: repeat i of each is drawn together."""
     counts = repeat_counts(len(first.runs), resamples, rng)
@@ -174,12 +182,12 @@ def _interval(estimate: float, draws: np.ndarray | None, level: float) -> Interv
     return interval_from_draws(estimate, draws, level)
 
 
-def _paired(first: Arm, other: Arm, min_repeats: int) -> bool:
+def _paired(first: RunGroup, other: RunGroup, min_repeats: int) -> bool:
     return len(first.runs) == len(other.runs) >= min_repeats
 
 
 def compare_arms(
-    arms: Sequence[Arm],
+    arms: Sequence[RunGroup],
     *,
     resamples: int = 2000,
     level: float = 0.95,
@@ -212,7 +220,7 @@ def compare_arms(
     return CompareTable(arms, rows, config_difference(arms), _methods(arms, min_repeats), level)
 
 
-def _methods(arms: list[Arm], min_repeats: int) -> list[str]:
+def _methods(arms: list[RunGroup], min_repeats: int) -> list[str]:
     """How the intervals were drawn, one line per method (arms sharing one share the line)."""
     by_method: dict[str, list[str]] = {}
     for arm in arms:
@@ -237,14 +245,14 @@ def _methods(arms: list[Arm], min_repeats: int) -> list[str]:
 # ---- configuration difference ---------------------------------------------------------------
 
 
-def _arm_config(arm: Arm, settings_view: bool) -> dict[str, str]:
+def _arm_config(arm: RunGroup, settings_view: bool) -> dict[str, str]:
     run = arm.runs[0]
     if settings_view:
         return run.config
     return {k: v for k, v in run.preamble.items() if not k.startswith("wb_")}
 
 
-def config_difference(arms: Sequence[Arm]) -> list[ConfigDifference]:
+def config_difference(arms: Sequence[RunGroup]) -> list[ConfigDifference]:
     """Keys whose values differ between arms. Our files are compared by settings (plus engine and
     model identity); once an upstream file is among them, by the preamble keys both write."""
     settings_view = all(run.has_settings for arm in arms for run in arm.runs)
@@ -289,7 +297,7 @@ def _align(rows: list[list[str]]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
-def _describe(arm: Arm) -> str:
+def _describe(arm: RunGroup) -> str:
     files = ", ".join(Path(r.source).name or r.label for r in arm.runs)
     runs = f"{len(arm.runs)} run" + ("s" if len(arm.runs) != 1 else "")
     return f"  {arm.label}: {runs}, {arm.n_tokens} tokens ({files})"

@@ -24,10 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.bench.arms import ArmError, Preset, check_unique
-from workbench.bench.compare import Arm, CompareTable, compare_arms, format_table
+from workbench.bench.arms import ArmError, check_arms
+from workbench.bench.compare import CompareTable, RunGroup, compare_arms, format_table
 from workbench.bench.figures import RunFigures
-from workbench.config import Config
+from workbench.config import Config, setting_names
+from workbench.presets import Preset
 
 ORDERS = ("abab", "abba", "shuffle")
 # (done, total, arm, repeat): called after each run; repeat 0 is the arm's warm-up.
@@ -74,8 +75,8 @@ class MatrixPlan:
     trim: int = 0  # warm-up tokens left out of every turn in the table
 
     def configs(self) -> dict[str, Config]:
-        """Every arm's config, validated before anything runs."""
-        check_unique(self.presets)
+        """Every arm's config, validated before anything runs (ArmError, or PresetError)."""
+        check_arms(self.presets)
         if self.order not in ORDERS:
             raise ArmError(f"order {self.order!r}: use one of {', '.join(ORDERS)}")
         if self.repeats < 1:
@@ -177,7 +178,7 @@ def _run_in_subprocess(config: Config, prompts_file: Path, csv_path: Path) -> in
 
 def _write_manifest(plan: MatrixPlan, configs: dict[str, Config], runs: list[RunRecord]) -> None:
     manifest = {
-        "presets": {p.name: p.overrides for p in plan.presets},
+        "presets": {p.name: setting_names(p.settings) for p in plan.presets},
         "settings": {name: c.to_dict() for name, c in configs.items()},
         "prompts": plan.prompts,
         "repeats": plan.repeats, "warmup": plan.warmup, "order": plan.order, "seed": plan.seed,
@@ -188,14 +189,14 @@ def _write_manifest(plan: MatrixPlan, configs: dict[str, Config], runs: list[Run
     (plan.out_dir / "matrix.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
 
 
-def arms_from_runs(plan: MatrixPlan, runs: list[RunRecord]) -> list[Arm]:
+def arms_from_runs(plan: MatrixPlan, runs: list[RunRecord]) -> list[RunGroup]:
     """One arm per preset, its runs in repeat order (so repeat i pairs across arms)."""
     arms = []
     for preset in plan.presets:
         mine = sorted((r for r in runs if r.arm == preset.name), key=lambda r: r.repeat)
-        arms.append(Arm(preset.name, [RunFigures.from_csv(r.path, plan.trim,
-                                                          label=f"{r.arm} r{r.repeat}")
-                                      for r in mine]))
+        arms.append(RunGroup(preset.name, [RunFigures.from_csv(r.path, plan.trim,
+                                                               label=f"{r.arm} r{r.repeat}")
+                                           for r in mine]))
     return arms
 
 
@@ -207,7 +208,8 @@ def run_matrix(
 ) -> MatrixResult:
     """Run every scheduled run, write the CSVs, matrix.json and compare.txt, return the table.
 
-    Raises ArmError before anything runs when a preset is unusable, MatrixError when a run fails.
+    Raises PresetError (or ArmError) before anything runs when a preset is unusable, MatrixError
+    when a run fails.
     """
     configs = plan.configs()
     plan.out_dir.mkdir(parents=True, exist_ok=True)

@@ -118,15 +118,10 @@ def add_matrix_parser(kinds: argparse._SubParsersAction) -> None:
 def run_matrix_cmd(args: argparse.Namespace) -> int:
     import time
 
-    from workbench.bench.arms import (
-        DEFAULT_PROMPTS,
-        ArmError,
-        load_preset_file,
-        parse_preset,
-        read_prompts,
-    )
+    from workbench.bench.arms import DEFAULT_PROMPTS, ArmError, read_prompts
     from workbench.bench.matrix import MatrixError, MatrixPlan, default_base, run_matrix
     from workbench.paths import data_dir
+    from workbench.presets import PresetError, load_preset_file, parse_preset
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -143,7 +138,7 @@ def run_matrix_cmd(args: argparse.Namespace) -> int:
             fresh_process=args.fresh_process, cold=args.cold, trim=args.trim,
         )
         result = run_matrix(plan, log=log)
-    except (ArmError, OSError) as exc:
+    except (PresetError, ArmError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except MatrixError as exc:

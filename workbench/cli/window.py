@@ -49,7 +49,7 @@ def add_bench_ui_parser(bench: argparse.ArgumentParser) -> None:
 
 
 def run_window_cmd(args: argparse.Namespace) -> int:
-    from workbench.ui.app import run_window
+    from workbench.ui.qt_app import run_window
 
     return run_window(config_from_args(args, Config()), sends=args.send, quit_after=args.quit)
 
@@ -58,8 +58,8 @@ def run_screenshot_cmd(args: argparse.Namespace) -> int:
     import os
     import tempfile
 
-    from workbench.ui.app import run_window
-    from workbench.ui.screenshot import take_screenshot
+    from workbench.ui.qt_app import run_window
+    from workbench.ui.qt_screenshot import take_screenshot
 
     config = config_from_args(args, Config().replace(n_predict=80))
     out: Path = args.output
@@ -81,8 +81,8 @@ def run_bench_ui_cmd(args: argparse.Namespace) -> int:
     import os
     import tempfile
 
-    from workbench.ui.app import run_window
     from workbench.ui.bench_ui import bench_script
+    from workbench.ui.qt_app import run_window
 
     config = config_from_args(args, Config().replace(n_predict=args.tokens,
                                                      n_ctx=max(1024, args.tokens * 4)))

@@ -3,13 +3,13 @@
 Qt-free; see store.py for the threading rule.
 """
 
+from workbench.store.message_stats import MessageStats
 from workbench.store.records import (
     ROLES,
     STATUSES,
     Conversation,
     Message,
     NotFound,
-    Preset,
     Run,
     SearchHit,
     Siblings,
@@ -24,8 +24,8 @@ __all__ = [
     "STATUSES",
     "Conversation",
     "Message",
+    "MessageStats",
     "NotFound",
-    "Preset",
     "Run",
     "SchemaTooNew",
     "SearchHit",

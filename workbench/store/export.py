@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from workbench.store.conversations import fetch_conversation
+from workbench.store.message_stats import MessageStats
 from workbench.store.messages import active_path, all_messages, check_words, insert_message
 from workbench.store.records import Conversation, JsonDict, Message
 from workbench.store.runs import insert_run
@@ -50,9 +51,9 @@ def parents_first(messages: list[Message]) -> list[Message]:
 def message_markdown(m: Message) -> str:
     parts = [f"## {m.role.capitalize()}"]
     if m.reasoning:
-        think_s = m.stats.get("think_s")
-        summary = (f"Thought for {think_s:.1f} s" if isinstance(think_s, int | float)
-                   and think_s >= 0 else "Reasoning")
+        think_s = m.stats.think_s
+        summary = (f"Thought for {think_s:.1f} s" if think_s is not None and think_s >= 0
+                   else "Reasoning")
         parts.append(f"<details>\n<summary>{summary}</summary>\n\n{m.reasoning}\n\n</details>")
     if m.content:
         parts.append(m.content)
@@ -83,6 +84,7 @@ class ExportOps:
         for m in messages:
             d: JsonDict = {"id": local[m.id], "parent": local.get(m.parent_id)}  # type: ignore[arg-type]
             d.update({k: getattr(m, k) for k in _MESSAGE_KEYS})
+            d["stats"] = m.stats.to_json()  # as the JSON column holds it; the key keeps its place
             out_messages.append(d)
         runs = self._db.execute(
             "SELECT r.* FROM runs r JOIN messages m ON m.id = r.message_id"
@@ -162,6 +164,6 @@ class ExportOps:
         return insert_message(
             self._db, conversation_id, None if parent is None else ids[parent], role,
             str(m.get("content", "")), str(m.get("reasoning", "")), status,
-            str(m.get("error", "")), dict(m.get("stats") or {}),
+            str(m.get("error", "")), MessageStats.from_json(m.get("stats")),
             float(m.get("created_at", time.time())),
         )

@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from workbench.store.conversations import fetch_conversation
+from workbench.store.message_stats import MessageStats
 from workbench.store.records import ROLES, STATUSES, Message, NotFound, Siblings
 from workbench.store.schema import transaction
 
@@ -33,7 +32,7 @@ def message_from_row(row: sqlite3.Row) -> Message:
         reasoning=row["reasoning"],
         status=row["status"],
         error=row["error"],
-        stats=json.loads(row["stats"]),
+        stats=MessageStats.from_json(json.loads(row["stats"])),
         created_at=row["created_at"],
     )
 
@@ -63,7 +62,7 @@ def insert_message(
     reasoning: str,
     status: str,
     error: str,
-    stats: Mapping[str, Any] | None,
+    stats: MessageStats | None,
     created_at: float,
 ) -> int:
     """One INSERT, no checks beyond the schema's (export.py's import reuses it)."""
@@ -71,7 +70,7 @@ def insert_message(
         "INSERT INTO messages (conversation_id, parent_id, role, content, reasoning, status,"
         " error, stats, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (conversation_id, parent_id, role, content, reasoning, status, error,
-         json.dumps(dict(stats or {})), created_at),
+         json.dumps((stats or MessageStats()).to_json()), created_at),
     )
     return int(cur.lastrowid or 0)
 
@@ -137,7 +136,7 @@ class MessageOps:
         *,
         reasoning: str = "",
         status: str = "complete",
-        stats: Mapping[str, Any] | None = None,
+        stats: MessageStats | None = None,
         error: str = "",
         created_at: float | None = None,
     ) -> Message:
@@ -181,7 +180,7 @@ class MessageOps:
         content: str | None = None,
         reasoning: str | None = None,
         status: str | None = None,
-        stats: Mapping[str, Any] | None = None,
+        stats: MessageStats | None = None,
         error: str | None = None,
     ) -> None:
         """Overwrite the given fields (others unchanged) and commit.
@@ -196,7 +195,7 @@ class MessageOps:
             if value is not None:
                 changes[name] = value
         if stats is not None:
-            changes["stats"] = json.dumps(dict(stats))
+            changes["stats"] = json.dumps(stats.to_json())
         if not changes:
             return
         assignments = ", ".join(f"{name} = ?" for name in changes)

@@ -1,4 +1,8 @@
-"""Presets: named sets of settings (the settings panel's save/load)."""
+"""Presets: named sets of settings (the settings panel's save/load).
+
+The store keeps a preset's settings as saved (old setting names too: applying a preset maps
+them) and when it was last saved or renamed, which it hands out as the Preset's `updated_at`.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from workbench.store.records import JsonDict, NotFound, Preset
+from workbench.presets import Preset
+from workbench.store.records import NotFound
 from workbench.store.schema import transaction
 
 
@@ -29,11 +34,13 @@ class PresetOps:
             )
         return Preset(name=name, settings=dict(settings), updated_at=now)
 
-    def load_preset(self, name: str) -> JsonDict:
-        row = self._db.execute("SELECT settings FROM presets WHERE name = ?", (name,)).fetchone()
+    def load_preset(self, name: str) -> Preset:
+        row = self._db.execute(
+            "SELECT name, settings, updated_at FROM presets WHERE name = ?", (name,)
+        ).fetchone()
         if row is None:
             raise NotFound(f"no preset {name!r}")
-        return json.loads(row[0])
+        return _preset(row)
 
     def rename_preset(self, old: str, new: str) -> None:
         """Rename; refuses (ValueError) to overwrite another preset."""
@@ -61,4 +68,9 @@ class PresetOps:
         rows = self._db.execute(
             "SELECT name, settings, updated_at FROM presets ORDER BY name COLLATE NOCASE, name"
         ).fetchall()
-        return [Preset(name=r[0], settings=json.loads(r[1]), updated_at=r[2]) for r in rows]
+        return [_preset(r) for r in rows]
+
+
+def _preset(row: sqlite3.Row | tuple[Any, ...]) -> Preset:
+    """A (name, settings, updated_at) row."""
+    return Preset(name=row[0], settings=json.loads(row[1]), updated_at=row[2])

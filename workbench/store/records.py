@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from workbench.engine.metrics import RunSummary
+from workbench.store.message_stats import MessageStats
 
 ROLES = ("system", "user", "assistant")
 STATUSES = ("complete", "streaming", "stopped", "interrupted", "error", "rejected")
@@ -42,7 +43,7 @@ class Message:
     reasoning: str
     status: str  # one of STATUSES
     error: str  # why status is "error" or "rejected"; empty otherwise
-    stats: JsonDict  # the per-message stats line (see stats_line.py for the keys)
+    stats: MessageStats  # the figures of the per-message stats line
     created_at: float
 
 
@@ -103,10 +104,3 @@ class SearchHit:
     message_id: int | None  # None when the title matched
     snippet: str  # plain text around the first match, "…" where it was cut
     spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of matches in it
-
-
-@dataclass(slots=True)
-class Preset:
-    name: str
-    settings: JsonDict = field(default_factory=dict)
-    updated_at: float = 0.0

@@ -23,7 +23,7 @@ from workbench.config import Config
 from workbench.engine.metrics import RunSummary
 from workbench.engine.requests import GenerateRequest
 from workbench.ui.bridge import ENGINE_NICE, lower_thread_priority
-from workbench.ui.main_window import QtMainWindow
+from workbench.ui.qt_main_window import QtMainWindow
 
 PROMPT = "Tell a short story about a lighthouse keeper and a storm."
 PROBE_S = 0.005

@@ -115,8 +115,8 @@ class ChatController:
         self._show_gauge(self._used_from_path())
 
     async def _load_telemetry(self) -> None:
-        run_ids = [(m.id, m.stats.get("run_id")) for m in self.path if m.role == "assistant"]
-        run_ids = [(mid, rid) for mid, rid in run_ids if isinstance(rid, int)]
+        run_ids = [(m.id, m.stats.run_id) for m in self.path
+                   if m.role == "assistant" and m.stats.run_id is not None]
 
         def fetch(store: Any) -> list[list[dict[str, Any]]]:
             out = []
@@ -294,7 +294,7 @@ class ChatController:
         stats = stats_from_result(result, think_s=recorder.thinking_seconds(),
                                   n_think=recorder.thinking_tokens)
         if run_id is not None and recorder.rows:
-            stats.update(run_id=run_id, x_start=x0)
+            stats = stats.replace(run_id=run_id, x_start=x0)
         error = result.error
         if result.notes:
             error = "\n".join([error, *result.notes]).strip()
@@ -353,8 +353,8 @@ class ChatController:
     def _used_from_path(self) -> int:
         """Context used as of the last complete answer on screen (-1: unknown)."""
         for m in reversed(self.path):
-            if m.role == "assistant" and m.status == "complete" and "n_past" in m.stats:
-                return int(m.stats["n_past"])
+            if m.role == "assistant" and m.status == "complete" and m.stats.n_past is not None:
+                return m.stats.n_past
         return 0 if not self.path else -1
 
     def _show_gauge(self, used: int) -> None:

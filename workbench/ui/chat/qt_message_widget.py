@@ -165,8 +165,7 @@ class QtMessageWidget(QFrame):
         self._render_timer.stop()
         self._pending = None
         self.body.set_markdown(shown.content)
-        n_think = int(shown.stats.get("n_think", 0))
-        self.reasoning.set_text(shown.reasoning, n_think)
+        self.reasoning.set_text(shown.reasoning, shown.stats.n_think or 0)
         self.reasoning.finish(thought_label(shown.stats, live=False))
         many = shown.versions > 1
         for w in (self.prev_button, self.version_label, self.next_button):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.store import MessageStats
+
 
 @dataclass(slots=True)
 class ShownMessage:
@@ -14,7 +16,7 @@ class ShownMessage:
     reasoning: str = ""
     status: str = "complete"  # the store's statuses
     error: str = ""
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: MessageStats = field(default_factory=MessageStats)
     version: int = 1  # 1-based position among its siblings
     versions: int = 1
     previous_id: int | None = None  # the sibling the "<" arrow shows
@@ -25,7 +27,7 @@ class ShownMessage:
         shown = cls(
             id=message.id, role=message.role, content=message.content,
             reasoning=message.reasoning, status=message.status, error=message.error,
-            stats=dict(message.stats),
+            stats=message.stats,  # frozen: shared, not copied
         )
         if siblings is not None:
             shown.version, shown.versions = siblings.index + 1, siblings.count

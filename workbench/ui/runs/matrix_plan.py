@@ -1,21 +1,21 @@
 """A bench matrix from the window's presets: arm names, the base, the plan (Qt-free).
 
 The base is the bench's own (greedy, raw text) with the open model and the dialog's tokens to
-generate; each stored preset's settings override it, as presets do on the command line.
+generate; each stored preset's settings override it, as presets do on the command line. A stored
+preset's name may be anything, so each arm gets a copy of its preset under a file-safe name.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from workbench import paths
-from workbench.bench.arms import Preset as Arm
 from workbench.bench.matrix import MatrixPlan, default_base
-from workbench.config import RENAMED, Config
+from workbench.config import Config
+from workbench.presets import Preset
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -36,17 +36,16 @@ def matrix_base(current: Config, tokens: int) -> Config:
     return default_base().replace(model=current.model, n_predict=tokens)
 
 
-def arms_from_presets(presets: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Arm]:
+def arms_from_presets(presets: Sequence[Preset]) -> list[Preset]:
     taken: set[str] = set()
-    return [Arm(arm_name(name, taken), {RENAMED.get(k, k): v for k, v in settings.items()})
-            for name, settings in presets]
+    return [Preset(arm_name(p.name, taken), p.settings) for p in presets]
 
 
 def default_out_dir() -> Path:
     return paths.data_dir() / "bench" / time.strftime("matrix-%Y%m%d-%H%M%S")
 
 
-def build_plan(presets: Sequence[tuple[str, Mapping[str, Any]]], prompts: list[str],
+def build_plan(presets: Sequence[Preset], prompts: list[str],
                current: Config, *, tokens: int = 256, repeats: int = 5, warmup: bool = True,
                order: str = "abab", fresh_process: bool = False,
                out_dir: Path | None = None) -> MatrixPlan:

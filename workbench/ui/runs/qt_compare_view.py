@@ -12,7 +12,7 @@ import asyncio
 
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
-from workbench.bench.compare import Arm, CompareTable, compare_arms
+from workbench.bench.compare import CompareTable, RunGroup, compare_arms
 from workbench.ui.runs.entries import LoadedRun
 from workbench.ui.runs.qt_config_diff import QtConfigDiff
 from workbench.ui.runs.qt_correlate_view import QtCorrelateView
@@ -24,7 +24,7 @@ EMPTY = "Pick two or more runs in the list and press Compare."
 
 def table_for(runs: list[LoadedRun], resamples: int = 2000) -> CompareTable:
     """One arm per run, labelled as the list labels it (blocking: bootstrap draws)."""
-    arms = [Arm(run.label, [run.figures()]) for run in runs]
+    arms = [RunGroup(run.label, [run.figures()]) for run in runs]
     return compare_arms(arms, resamples=resamples)
 
 

@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 from workbench.bench.arms import DEFAULT_PROMPTS, ArmError, read_prompts
 from workbench.bench.matrix import ORDERS, MatrixError, MatrixPlan, MatrixResult, run_matrix
 from workbench.config import Config
-from workbench.store import Preset
+from workbench.presets import Preset, PresetError
 from workbench.ui.runs.matrix_plan import build_plan, default_out_dir
 from workbench.ui.tasks import Tasks
 
@@ -55,7 +55,7 @@ class QtMatrixDialog(QDialog):
         self.presets = QListWidget()
         for p in presets:
             item = QListWidgetItem(p.name)
-            item.setData(Qt.ItemDataRole.UserRole, p.settings)
+            item.setData(Qt.ItemDataRole.UserRole, p)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Unchecked)
             self.presets.addItem(item)
@@ -126,8 +126,8 @@ class QtMatrixDialog(QDialog):
                     Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
 
     def plan(self) -> MatrixPlan:
-        """The plan the fields describe; raises ArmError with what to fix."""
-        chosen = [(item.text(), item.data(Qt.ItemDataRole.UserRole))
+        """The plan the fields describe; raises ArmError or PresetError with what to fix."""
+        chosen = [item.data(Qt.ItemDataRole.UserRole)
                   for item in (self.presets.item(i) for i in range(self.presets.count()))
                   if item.checkState() == Qt.CheckState.Checked]
         if not chosen:
@@ -145,7 +145,7 @@ class QtMatrixDialog(QDialog):
             return None
         try:
             plan = self.plan()
-        except (ArmError, OSError) as exc:
+        except (PresetError, ArmError, OSError) as exc:
             self._say(f"Cannot run: {exc}", error=True)
             return None
         self.running = True
@@ -163,7 +163,7 @@ class QtMatrixDialog(QDialog):
         try:
             result = await loop.run_in_executor(
                 pool, lambda: run_matrix(plan, progress=progress))
-        except (ArmError, MatrixError, OSError) as exc:
+        except (PresetError, ArmError, MatrixError, OSError) as exc:
             self._say(f"The matrix stopped: {exc}", error=True)
             return None
         finally:

@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from workbench.config import Config
-from workbench.store import Preset, Store
+from workbench.presets import Preset
+from workbench.store import Store
 
 StoreCall = Callable[[Callable[[Store], Any]], Awaitable[Any]]  # AsyncStore.call
 
@@ -21,12 +22,10 @@ def preset_settings(config: Config) -> dict[str, Any]:
     return config.diff_from_defaults()
 
 
-def config_from_preset(settings: Mapping[str, Any], current: Config) -> Config:
-    """Defaults plus the preset; raises ConfigError for a key no setting knows."""
-    config = Config.from_dict(settings)
-    if "model" not in settings and "model_path" not in settings:
-        config = config.replace(model=current.model)
-    return config
+def config_from_preset(preset: Preset, current: Config) -> Config:
+    """Defaults plus the preset, over the open model; raises ConfigError for a key no setting
+    knows (a preset that sets a model replaces the open one)."""
+    return preset.apply(Config(model=current.model))
 
 
 class PresetStore:
@@ -44,7 +43,7 @@ class PresetStore:
         data = dict(settings)
         return await self._call(lambda s: s.save_preset(name, data))
 
-    async def settings(self, name: str) -> dict[str, Any]:
+    async def preset(self, name: str) -> Preset:
         return await self._call(lambda s: s.load_preset(name))
 
     async def rename(self, old: str, new: str) -> None:

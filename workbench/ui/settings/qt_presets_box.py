@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.config import Config, ConfigError
-from workbench.store import Preset
+from workbench.presets import Preset
 from workbench.ui.settings.evaluate import changes_text
 from workbench.ui.settings.preset_store import PresetStore, config_from_preset
 from workbench.ui.tasks import Tasks
@@ -42,7 +42,7 @@ class QtPresetsBox(QGroupBox):
         self.tasks = Tasks(on_error=lambda exc: self.show_status(str(exc), error=True))
         self._config = config
         self._filling = False
-        self._undo: tuple[str, dict[str, Any]] | None = None
+        self._undo: Preset | None = None
         self.presets: dict[str, Preset] = {}
 
         self.list = QListWidget()
@@ -136,7 +136,7 @@ class QtPresetsBox(QGroupBox):
             item = QListWidgetItem(p.name)
             item.setData(Qt.ItemDataRole.UserRole, p.name)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
-            item.setToolTip(_preset_tip(p.settings))
+            item.setToolTip(_preset_tip(p))
             self.list.addItem(item)
         self._filling = False
         if keep:
@@ -154,7 +154,7 @@ class QtPresetsBox(QGroupBox):
         self.show_status(f"{'Updated' if existed else 'Saved'} preset '{name}'.")
 
     async def load(self, name: str) -> Config:
-        config = config_from_preset(await self.store.settings(name), self._config)
+        config = config_from_preset(await self.store.preset(name), self._config)
         self.loaded.emit(config)
         self.show_status(f"Loaded '{name}': Apply to use it.")
         return config
@@ -170,9 +170,9 @@ class QtPresetsBox(QGroupBox):
         self.show_status(f"Renamed '{old}' to '{new.strip()}'.")
 
     async def delete(self, name: str) -> None:
-        settings = await self.store.settings(name)
+        preset = await self.store.preset(name)
         await self.store.delete(name)
-        self._undo = (name, settings)
+        self._undo = preset
         await self.refresh()
         self.show_status(f"Deleted '{name}'.")
         self.undo_button.setVisible(True)
@@ -180,7 +180,7 @@ class QtPresetsBox(QGroupBox):
     async def undo_delete(self) -> None:
         if self._undo is None:
             return
-        name, settings = self._undo
+        name, settings = self._undo.name, self._undo.settings
         self._undo = None
         self.undo_button.setVisible(False)
         await self.store.save_settings(name, settings)
@@ -188,7 +188,7 @@ class QtPresetsBox(QGroupBox):
         self.show_status(f"Restored '{name}'.")
 
     async def rerun(self, name: str) -> Config:
-        config = config_from_preset(await self.store.settings(name), self._config)
+        config = config_from_preset(await self.store.preset(name), self._config)
         self.rerun_with.emit(config)
         self.show_status(f"Re-running this turn with '{name}'.")
         return config
@@ -217,8 +217,8 @@ class QtPresetsBox(QGroupBox):
             button.setEnabled(chosen)
 
 
-def _preset_tip(settings: dict[str, Any]) -> str:
+def _preset_tip(preset: Preset) -> str:
     try:
-        return "\n".join(changes_text(config_from_preset(settings, Config()))) or NO_CHANGES
+        return "\n".join(changes_text(config_from_preset(preset, Config()))) or NO_CHANGES
     except ConfigError as exc:  # a preset saved by a version with other settings
         return f"Cannot be loaded: {exc}"

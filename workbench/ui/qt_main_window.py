@@ -33,7 +33,7 @@ from workbench.ui.bridge import EngineBridge, LoadCancelled, LoadedModel
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
 from workbench.ui.chat_controller import ChatController
-from workbench.ui.conversations.controller import ConversationsController
+from workbench.ui.conversations.qt_controller import ConversationsController
 from workbench.ui.conversations.qt_conversation_list import QtConversationList
 from workbench.ui.db_worker import AsyncStore
 from workbench.ui.models.qt_model_picker import QtModelPicker

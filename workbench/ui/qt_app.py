@@ -18,7 +18,7 @@ from workbench.config import Config
 from workbench.store import default_path
 from workbench.ui.bridge import EngineBridge
 from workbench.ui.db_worker import AsyncStore
-from workbench.ui.main_window import QtMainWindow
+from workbench.ui.qt_main_window import QtMainWindow
 
 Script = Callable[[QtMainWindow], Awaitable[int]]
 

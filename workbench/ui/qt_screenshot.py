@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from workbench.ui.main_window import QtMainWindow
+from workbench.ui.qt_main_window import QtMainWindow
 
 
 async def chat(window: QtMainWindow, prompts: Sequence[str]) -> None:
@@ -44,9 +44,9 @@ async def take_screenshot(window: QtMainWindow, out: Path, chats: Sequence[Seque
     last = window.chat_view.messages[-1]
     # Show both links between the answer and the plots: a token highlighted on every plot,
     # and a span selected on the plots, marked in the answer's token view.
-    x0 = last.shown.stats.get("x_start")
-    n = int(last.shown.stats.get("n_generated", 0) or 0)
-    if isinstance(x0, int):
+    x0 = last.shown.stats.x_start
+    n = last.shown.stats.n_generated or 0
+    if x0 is not None:
         if n > 12:
             window.telemetry.select_span(x0 + n // 4, x0 + n // 2)
         window.telemetry.highlight(x0 + 5)
