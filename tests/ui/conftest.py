@@ -8,6 +8,7 @@ condition. Tests never sleep; they wait for a state.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,6 +18,18 @@ import pytest
 
 T = TypeVar("T")
 MODEL_WAIT_MS = 120_000  # loading and answering on a busy 2-core machine
+
+
+@pytest.fixture(autouse=True)
+def _collect_on_the_ui_thread() -> Iterator[None]:
+    """Qt objects must die on the UI thread (workbench/ui/ui_collector.py): no automatic cycle
+    collection during a UI test, whose engine and database threads allocate too, and one
+    collection on this thread once the test's widgets are closed (this fixture, set up before
+    qtbot, is torn down after it)."""
+    gc.disable()
+    yield
+    gc.collect()
+    gc.enable()
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,6 @@ one the engine is told which complete turns of the branch on screen are the mode
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +32,7 @@ from workbench.ui.db_worker import AsyncStore
 from workbench.ui.qt_status_bar import QtStatusBar
 from workbench.ui.telemetry.qt_expert_map import QtExpertMap
 from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
+from workbench.ui.ui_collector import shared_collector
 from workbench.ui.ui_pacer import shared_pacer
 
 log = logging.getLogger("workbench.ui")
@@ -229,7 +229,7 @@ class ChatController:
         # No cycle collection while the answer streams: a full one walks every object of the
         # window and stalls the event loop for up to ~100 ms. Reference counting still frees
         # almost everything; the collector catches up after the answer.
-        gc.disable()
+        shared_collector().pause()
         try:
             await self.bridge.set_history(history)
             run = await self.db.call(lambda s: s.create_run(self.model.run_info,
@@ -257,7 +257,7 @@ class ChatController:
                 error=f"The answer failed: {exc}. The conversation is intact; try again, or "
                       "reopen the model if this repeats.")
         finally:
-            gc.enable()
+            shared_collector().resume()
             shared_pacer().answer_ended()
         assert result is not None
         await self._finish(answer, widget, recorder, result, run_id, x0)

@@ -11,9 +11,10 @@ File > Open model, per-request ones go to the open session on the engine thread.
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
@@ -46,6 +47,8 @@ from workbench.ui.settings.qt_settings_page import QtSettingsPage
 from workbench.ui.tasks import Tasks
 from workbench.ui.telemetry.qt_expert_map import QtExpertMap
 from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
+from workbench.ui.ui_collector import TICK_MS as COLLECT_TICK_MS
+from workbench.ui.ui_collector import shared_collector
 from workbench.ui.ui_pacer import shared_pacer, ui_share_target
 
 SHUTDOWN_GRACE_S = 10.0
@@ -66,6 +69,12 @@ class QtMainWindow(QMainWindow):
         self.setWindowTitle("Workbench")
         self.resize(1440, 900)
         self.bridge, self.db, self.config = bridge, db, config
+        # Cycles are collected here, on the UI thread, never on the engine's or the database's
+        # (ui_collector.py: a collection there destroyed Qt objects and deadlocked the window).
+        shared_collector().install()
+        self._collect_timer = QTimer()  # no parent: shutdown() may run after the C++ window is gone
+        self._collect_timer.timeout.connect(shared_collector().tick)
+        self._collect_timer.start(COLLECT_TICK_MS)
         self.tasks = Tasks(on_error=self._background_error)
         self.loading = False
         self.closed = asyncio.Event()
@@ -409,3 +418,6 @@ class QtMainWindow(QMainWindow):
                 tasks.cancel_all()
         await self.bridge.close()
         await self.db.close()
+        self._collect_timer.stop()
+        gc.collect()  # this window's cycles, on this thread, before automatic collection resumes
+        shared_collector().uninstall()
