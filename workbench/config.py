@@ -83,6 +83,7 @@ class Setting:
     metavar: str = ""  # CLI placeholder; derived from the type when empty
     renamed_from: tuple[str, ...] = ()  # old preset keys that still load into this setting
     doc_default: str = ""  # the default as the docs show it, when it depends on the machine
+    doc_max: str = ""  # the upper bound as the docs show it, when it depends on the machine
 
     @property
     def flag(self) -> str:
@@ -99,7 +100,25 @@ class Setting:
 
 # More compute threads than 4 lost speed upstream (spin-wait contention), and more than the
 # machine has only adds contention.
-_DEFAULT_THREADS = min(4, os.cpu_count() or 1)
+_CORES = os.cpu_count() or 1
+_DEFAULT_THREADS = min(4, _CORES)
+
+
+def _physical_memory_mib() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    except (ValueError, OSError):  # not reported on this platform: no machine-derived bound
+        return 1 << 30
+
+
+# Upper bounds. Every number reaches native code, where a wild one does harm a message cannot
+# undo: 100,000 threads aborted the process (std::bad_alloc), 20,000 hung it, and a context of
+# 2**32 + 16 tokens wrapped to 16 in llama.cpp's 32-bit field. Past a few threads per core only
+# contention grows; a cache cannot exceed the memory it lives in.
+MAX_THREADS = 4 * _CORES
+MEMORY_MIB = _physical_memory_mib()
+MAX_CTX = 1 << 20  # tokens: far past any trained context today, far below the 32-bit field
+MAX_BATCH = 1 << 16  # tokens per prefill step or compute pass
 _GREEDY = ("temp", ">", 0)
 _CHAT = ("chat_template", "==", True)
 _STREAMING = ("moe_stream", "==", True)
@@ -113,17 +132,20 @@ SETTINGS: tuple[Setting, ...] = (
             renamed_from=("model_path",)),
     Setting("n_ctx", "int", 4096, "Context", "Model",
             "Tokens the model can see at once: system prompt, history and reply together",
-            "load", unit="tokens", min=16, short=("-c",), aliases=("--ctx-size",)),
+            "load", unit="tokens", min=16, short=("-c",), aliases=("--ctx-size",),
+            max=MAX_CTX),
     Setting("n_batch", "int", 512, "Prefill chunk", "Model",
             "Prompt tokens decoded per step while reading the prompt (prefill)",
-            "load", unit="tokens", min=1),
+            "load", unit="tokens", min=1,
+            max=MAX_BATCH),
     Setting("n_ubatch", "int", 0, "Compute batch", "Model",
             "Widest single compute pass; sizes the compute buffers reserved at load",
-            "load", unit="tokens", min=0, special=((0, "follows n_batch"),), aliases=("--ubatch",)),
+            "load", unit="tokens", min=0, special=((0, "follows n_batch"),), aliases=("--ubatch",),
+            max=MAX_BATCH),
     Setting("n_threads", "int", _DEFAULT_THREADS, "Compute threads", "Model",
             "CPU threads that run the model's maths",
-            "load", unit="threads", min=1, short=("-t",), aliases=("--threads",),
-            doc_default="min(4, CPU count)"),
+            "load", unit="threads", min=1, max=MAX_THREADS, short=("-t",),
+            aliases=("--threads",), doc_default="min(4, CPU count)", doc_max="4 × CPU count"),
     Setting("chat_template", "bool", True, "Use chat template", "Model",
             "Wrap the conversation in the model's own chat template; off sends raw text",
             "load", false_aliases=("--raw",), renamed_from=("chatml",)),
@@ -135,10 +157,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("temp", "float", 0.0, "Temperature", "Sampling",
             "How adventurous sampling is; 0 (greedy) takes the likeliest token, reproducibly",
             "request", unit="", unit_reason="a divisor of the model's scores, dimensionless",
-            min=0.0, special=((0, "greedy"),)),
+            min=0.0, special=((0, "greedy"),),
+            max=100.0),
     Setting("top_k", "int", 40, "Top-k", "Sampling",
             "Sample only among the K most likely tokens",
-            "request", unit="tokens", min=0, special=((0, "no limit"),), requires=_GREEDY),
+            "request", unit="tokens", min=0, special=((0, "no limit"),), requires=_GREEDY,
+            max=1 << 20),
     Setting("top_p", "float", 0.95, "Top-p", "Sampling",
             "Sample only among the most likely tokens whose probabilities add up to P",
             "request", unit="", unit_reason="a share of probability, between 0 and 1",
@@ -151,7 +175,8 @@ SETTINGS: tuple[Setting, ...] = (
     # Chat: per request.
     Setting("n_predict", "int", 512, "Tokens to generate", "Chat",
             "Most tokens one reply may generate (thinking included)",
-            "request", unit="tokens", min=1, short=("-n",)),
+            "request", unit="tokens", min=1, short=("-n",),
+            max=MAX_CTX),
     Setting("think", "bool", True, "Thinking", "Chat",
             "Let reasoning models think before they answer",
             "request", requires=_CHAT),
@@ -164,17 +189,19 @@ SETTINGS: tuple[Setting, ...] = (
             "load"),
     Setting("cache_mb", "int", 0, "Expert cache", "Streaming",
             "Memory for recently routed experts; below one token's expert demand it hits nothing",
-            "load", unit="MiB", min=0, special=((0, "off: every routed expert is read"),),
-            requires=_STREAMING),
+            "load", unit="MiB", min=0, max=MEMORY_MIB, doc_max="physical memory",
+            special=((0, "off: every routed expert is read"),), requires=_STREAMING),
     Setting("cache_auto", "bool", False, "Size the cache automatically", "Streaming",
             "Size the expert cache once at load from the memory available", "load",
             requires=_STREAMING),
     Setting("cache_floor_mb", "int", 1536, "Memory left free", "Streaming",
             "Automatic sizing leaves this much memory available to everything else", "load",
-            unit="MiB", min=0, requires=_AUTO_CACHE),
+            unit="MiB", min=0, requires=_AUTO_CACHE,
+            max=MEMORY_MIB, doc_max="physical memory"),
     Setting("cache_ceil_mb", "int", 0, "Automatic size ceiling", "Streaming",
             "Largest cache automatic sizing may choose", "load", unit="MiB", min=0,
-            special=((0, "no ceiling"),), requires=_AUTO_CACHE),
+            special=((0, "no ceiling"),), requires=_AUTO_CACHE,
+            max=MEMORY_MIB, doc_max="physical memory"),
     Setting("io_threads", "int", 4, "I/O lanes", "Streaming",
             "Parallel readers that fetch expert slices from disk", "load", unit="threads", min=1,
             max=8, requires=_STREAMING),
@@ -187,7 +214,8 @@ SETTINGS: tuple[Setting, ...] = (
             requires=_STREAMING),
     Setting("n_expert_used", "int", 0, "Active experts", "Speed / quality",
             "Experts each token uses; fewer than the model's top-k is faster and lossy", "load",
-            unit="experts", min=0, special=((0, "model default"),)),
+            unit="experts", min=0, special=((0, "model default"),),
+            max=1024),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -345,6 +373,19 @@ def format_value(s: Setting, value: Any, unit: bool = False) -> str:
     return text + (f" ({meaning})" if meaning else "")
 
 
+def range_text(s: Setting) -> str:
+    """The declared range as the docs show it: "16 – 1048576", "1 – 4 × CPU count", "≥ 0"."""
+    if not s.numeric or (s.min is None and s.max is None):
+        return ""
+    high = s.doc_max or (fmt_number(s.max) if s.max is not None else "")
+    low = fmt_number(s.min) if s.min is not None else ""
+    if not high:
+        return f"> {low}" if s.min_exclusive else f"≥ {low}"
+    if not low:
+        return f"≤ {high}"
+    return f"{'>' if s.min_exclusive else ''}{low} – {high}"
+
+
 def _bounds(s: Setting) -> tuple[str, str]:
     """The declared range in words, and what to set: ("at least 16", "16 or more")."""
     lo, hi = fmt_number(s.min), fmt_number(s.max)
@@ -366,7 +407,8 @@ def range_problem(s: Setting, value: Any) -> str:
         return ""
     finite = s.type == "int" or math.isfinite(value)
     low = s.min is not None and (value <= s.min if s.min_exclusive else value < s.min)
-    if finite and not low and (s.max is None or value <= s.max):
+    high = s.max is not None and value > s.max
+    if finite and not low and not high:
         return ""
     want, fix = _bounds(s)
     unit = f" {s.unit}" if s.unit else ""
@@ -436,7 +478,7 @@ def check_reply_fits_context(cfg: Config) -> list[Problem]:
 
 # Run in order; a later task appends its rules (streaming) here.
 def check_one_cache_size(cfg: Config) -> list[Problem]:
-    fixed = isinstance(cfg.cache_mb, int) and cfg.cache_mb > 0
+    fixed = _sound(cfg, "cache_mb") and cfg.cache_mb > 0
     if not (cfg.moe_stream and cfg.cache_auto and fixed):
         return []
     return [Problem("cache_mb", f"cache_mb={cfg.cache_mb} and cache_auto both size the expert "

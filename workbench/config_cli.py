@@ -19,6 +19,7 @@ from workbench.config import (
     ConfigError,
     Setting,
     format_value,
+    range_text,
     requires_text,
     specials_text,
 )
@@ -88,8 +89,8 @@ def settings_markdown() -> str:
     ]
     for group in GROUPS:
         lines += ["", f"## {group.name}", "", f"{group.blurb}.", "",
-                  "| Setting | Flags | Default | Unit | Scope | Help | Requires |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| Setting | Flags | Default | Unit | Range | Scope | Help | Requires |",
+                  "|---|---|---|---|---|---|---|---|"]
         for s in (s for s in SETTINGS if s.group == group.name):
             negated = [f"--no-{f[2:]}" for f in s.flags if s.type == "bool" and f[:2] == "--"]
             flags = [*s.flags, *negated, *s.false_aliases]
@@ -97,7 +98,7 @@ def settings_markdown() -> str:
             specials = specials_text(s, skip=s.default)
             help_cell = f"{s.help} ({specials})" if specials else s.help
             row = [f"{s.label} (`{s.name}`)", ", ".join(f"`{f}`" for f in flags), default,
-                   s.unit or "", s.scope, help_cell, requires_text(s)]
+                   s.unit or "", range_text(s), s.scope, help_cell, requires_text(s)]
             lines.append("| " + " | ".join(cell(c) for c in row) + " |")
     return "\n".join(lines) + "\n"
 

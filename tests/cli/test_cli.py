@@ -82,3 +82,11 @@ def test_ctrl_c_stops_the_answer_not_the_program(embedded_model_path):
     assert proc.returncode == 0, err
     assert "[stopped]" in out and "[stopping]" in err
     assert "stop: stopped" in err and "Traceback" not in err
+
+
+def test_wild_numbers_are_refused_before_native_code(embedded_model_path):
+    # Issue 12, case 2: -t 100000 aborted the process (std::bad_alloc, exit 134).
+    for flag, value in (("-t", "100000"), ("-c", "4294967312")):
+        proc = _cli("chat", "-m", str(embedded_model_path), "-p", "Hi", "-n", "4", flag, value)
+        assert proc.returncode == 1, proc.stderr
+        assert "it must be from" in proc.stderr and "Traceback" not in proc.stderr

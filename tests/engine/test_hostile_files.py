@@ -52,3 +52,26 @@ def test_a_runaway_template_file_loads_and_the_turn_says_why_it_went_plain(
     assert result.ok
     assert any("file loop.jinja" in note and "did not finish rendering" in note
                for note in result.notes), result.notes
+
+
+def test_the_native_boundary_refuses_what_its_c_fields_cannot_hold(embedded_model_path):
+    # validate() refuses these first; this is the second line, for any caller that skips it.
+    from workbench.backend import llama
+
+    model = llama.Model(embedded_model_path, llama.ModelParams())
+    try:
+        for params in (llama.ContextParams(n_ctx=2**32 + 16, n_batch=512, n_ubatch=0,
+                                           n_threads=2),
+                       llama.ContextParams(n_ctx=512, n_batch=512, n_ubatch=0,
+                                           n_threads=100_000)):
+            with pytest.raises(llama.LlamaError, match="outside what llama.cpp accepts"):
+                llama.Context(model, params)
+    finally:
+        model.close()
+
+
+def test_a_context_past_the_trained_one_is_warned_about(tiny_moe_path, open_session):
+    s = open_session(model=str(tiny_moe_path), chat_template=False, n_ctx=1024, n_predict=4)
+    assert any("longer than the 256 this model was trained on" in w for w in s.warnings)
+    fits = open_session(model=str(tiny_moe_path), chat_template=False, n_ctx=256, n_predict=4)
+    assert not any("trained on" in w for w in fits.warnings)

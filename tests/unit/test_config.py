@@ -141,16 +141,16 @@ def test_config_fields_match_the_declarations() -> None:
 
 FAILING = [
     # (changes, setting, expected fragment)
-    ({"n_predict": 0}, "n_predict", "n_predict is 0 tokens; it must be at least 1"),
+    ({"n_predict": 0}, "n_predict", "n_predict is 0 tokens; it must be from 1 to 1048576"),
     ({"moe_stream": True, "cache_auto": True, "cache_mb": 2000}, "cache_mb",
      "both size the expert cache"),
     ({"moe_stream": True, "io_threads": 9}, "io_threads", "9"),
-    ({"n_predict": -5}, "n_predict", "set --n-predict to 1 or more"),
-    ({"n_threads": 0}, "n_threads", "n_threads is 0 threads; it must be at least 1"),
-    ({"n_ctx": 0, "n_predict": 8}, "n_ctx", "n_ctx is 0 tokens; it must be at least 16"),
-    ({"n_ctx": 15, "n_predict": 8}, "n_ctx", "set --n-ctx to 16 or more"),
-    ({"n_batch": 0}, "n_batch", "n_batch is 0 tokens; it must be at least 1"),
-    ({"n_ubatch": -1}, "n_ubatch", "at least 0 tokens (0 = follows n_batch)"),
+    ({"n_predict": -5}, "n_predict", "set --n-predict to a value from 1 to 1048576"),
+    ({"n_threads": 0}, "n_threads", f"n_threads is 0 threads; it must be from 1 to {C.MAX_THREADS}"),
+    ({"n_ctx": 0, "n_predict": 8}, "n_ctx", "n_ctx is 0 tokens; it must be from 16 to 1048576"),
+    ({"n_ctx": 15, "n_predict": 8}, "n_ctx", "set --n-ctx to a value from 16 to 1048576"),
+    ({"n_batch": 0}, "n_batch", "n_batch is 0 tokens; it must be from 1 to 65536"),
+    ({"n_ubatch": -1}, "n_ubatch", "from 0 to 65536 tokens (0 = follows n_batch)"),
     ({"n_ubatch": 4097}, "n_ubatch", "n_ubatch=4097 exceeds n_ctx=4096: the compute buffers "
                                      "would be reserved for a batch that cannot occur"),
     ({"n_predict": 4096}, "n_predict", "tokens to generate (4096) must be smaller than the "
@@ -158,8 +158,8 @@ FAILING = [
     ({"n_predict": 600, "n_ctx": 512}, "n_predict", "raise --n-ctx above 600"),
     ({"temp": math.nan}, "temp", "temp is nan; it must be a finite number"),
     ({"temp": math.inf}, "temp", "finite"),
-    ({"temp": -0.1}, "temp", "temp is -0.1; it must be at least 0 (0 = greedy)"),
-    ({"temp": 0.7, "top_k": -1}, "top_k", "top_k is -1 tokens; it must be at least 0"),
+    ({"temp": -0.1}, "temp", "temp is -0.1; it must be from 0 to 100 (0 = greedy)"),
+    ({"temp": 0.7, "top_k": -1}, "top_k", "top_k is -1 tokens; it must be from 0 to 1048576"),
     ({"temp": 0.7, "top_p": 0.0}, "top_p", "it must be above 0 and at most 1"),
     ({"temp": 0.7, "top_p": 1.01}, "top_p", "set --top-p to a value above 0 and at most 1"),
     ({"temp": 0.7, "seed": -2}, "seed", "from -1 to 4294967294 (-1 = random)"),
@@ -169,6 +169,16 @@ FAILING = [
     ({"temp": "hot"}, "temp", "temp must be a number like 0.0, not 'hot'"),
     ({"think": "yes"}, "think", "think must be true or false"),
     ({"model": None}, "model", "model must be text"),
+    # Issue 12, case 2: numbers that reached native code and aborted, hung or wrapped there.
+    ({"n_threads": 100_000}, "n_threads", f"n_threads is 100000 threads; it must be from 1 to "
+                                          f"{C.MAX_THREADS}"),
+    ({"n_threads": 20_000}, "n_threads", "set --n-threads to a value from 1"),
+    ({"n_ctx": 4_294_967_312}, "n_ctx", "n_ctx is 4294967312 tokens; it must be from 16 to "
+                                        "1048576"),
+    ({"n_batch": 10**9}, "n_batch", "from 1 to 65536"),
+    ({"moe_stream": True, "cache_mb": C.MEMORY_MIB + 1}, "cache_mb",
+     f"from 0 to {C.MEMORY_MIB} MiB"),
+    ({"temp": 1e9}, "temp", "from 0 to 100"),
 ]
 PASSING = [
     {"n_predict": 1}, {"n_threads": 1}, {"n_ctx": 16, "n_predict": 8}, {"n_batch": 1},

@@ -213,10 +213,25 @@ def _kv_overrides(items: Sequence[tuple[str, int]]) -> ctypes.Array | None:
     return arr
 
 
+_UINT32_MAX = 2**32 - 1
+GGML_MAX_N_THREADS = 512  # ggml.h: the most threads one compute graph can run on
+
+
+def _check_c_range(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise LlamaError(f"{name}={value} is outside what llama.cpp accepts ({low} to {high})")
+
+
 class Context:
     """A decoding context: the KV memory, the logits, and the threads that compute."""
 
     def __init__(self, model: Model, params: ContextParams) -> None:
+        # Checked again here, whatever validated the settings before: ctypes truncates a number
+        # that does not fit its C field instead of refusing it (2**32 + 16 tokens became 16).
+        _check_c_range("n_ctx", params.n_ctx, 1, _UINT32_MAX)
+        _check_c_range("n_batch", params.n_batch, 1, _UINT32_MAX)
+        _check_c_range("n_ubatch", params.n_ubatch, 0, _UINT32_MAX)
+        _check_c_range("n_threads", params.n_threads, 1, GGML_MAX_N_THREADS)
         cp = ll.llama_context_default_params()
         cp.n_ctx = params.n_ctx
         cp.n_batch = params.n_batch

@@ -209,7 +209,15 @@ class Session:
     @property
     def warnings(self) -> list[str]:
         """Things the user should know about this session's settings (e.g. the cache cliff)."""
-        return list(self._streaming.warnings) if self._streaming else []
+        out = []
+        trained = self._model.n_ctx_train if self._model else 0
+        if trained > 0 and self.n_ctx > trained:
+            out.append(f"the context ({self.n_ctx} tokens) is longer than the {trained} this "
+                       f"model was trained on: past {trained} tokens its answers may turn to "
+                       f"noise; set --n-ctx {trained} or less")
+        if self._streaming:
+            out.extend(self._streaming.warnings)
+        return out
 
     def apply_request_settings(self, config: Config) -> None:
         """Adopt per-request settings; load-time ones need a new session (see config.signature)."""
