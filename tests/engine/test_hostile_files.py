@@ -64,7 +64,7 @@ def test_the_native_boundary_refuses_what_its_c_fields_cannot_hold(embedded_mode
                                            n_threads=2),
                        llama.ContextParams(n_ctx=512, n_batch=512, n_ubatch=0,
                                            n_threads=100_000)):
-            with pytest.raises(llama.LlamaError, match="outside what llama.cpp accepts"):
+            with pytest.raises(llama.LlamaError, match=r"outside what llama\.cpp accepts"):
                 llama.Context(model, params)
     finally:
         model.close()
