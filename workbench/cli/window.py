@@ -55,7 +55,6 @@ def run_window_cmd(args: argparse.Namespace) -> int:
 
 
 def run_screenshot_cmd(args: argparse.Namespace) -> int:
-    import os
     import tempfile
 
     from workbench.ui.qt_app import run_window
@@ -73,12 +72,11 @@ def run_screenshot_cmd(args: argparse.Namespace) -> int:
     if args.keep_data:
         return run_window(config, script=script)
     with tempfile.TemporaryDirectory(prefix="workbench-shot-") as tmp:
-        os.environ["WORKBENCH_DATA_DIR"] = tmp  # a clean conversation list for the picture
-        return run_window(config, script=script)
+        # A clean conversation list for the picture.
+        return run_window(config, script=script, data=Path(tmp))
 
 
 def run_bench_ui_cmd(args: argparse.Namespace) -> int:
-    import os
     import tempfile
 
     from workbench.ui.bench_ui import bench_script
@@ -87,5 +85,5 @@ def run_bench_ui_cmd(args: argparse.Namespace) -> int:
     config = config_from_args(args, Config().replace(n_predict=args.tokens,
                                                      n_ctx=max(1024, args.tokens * 4)))
     with tempfile.TemporaryDirectory(prefix="workbench-bench-") as tmp:
-        os.environ["WORKBENCH_DATA_DIR"] = tmp
-        return run_window(config, script=bench_script(config, args.repeats, print))
+        return run_window(config, script=bench_script(config, args.repeats, print),
+                          data=Path(tmp))

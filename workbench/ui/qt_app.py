@@ -14,8 +14,9 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QApplication
 
+from workbench import paths
 from workbench.config import Config
-from workbench.store import default_path
+from workbench.store.store import DB_NAME
 from workbench.ui.bridge import EngineBridge
 from workbench.ui.db_worker import AsyncStore
 from workbench.ui.qt_main_window import QtMainWindow
@@ -31,15 +32,19 @@ def application() -> QApplication:
     return app  # type: ignore[return-value]
 
 
-async def open_window(config: Config, db_path: Path | None = None) -> QtMainWindow:
-    """A window over a fresh engine thread and the conversation database (not yet shown)."""
-    db = await AsyncStore.open(db_path or default_path())
-    return QtMainWindow(EngineBridge(), db, config)
+async def open_window(config: Config, data: Path | None = None) -> QtMainWindow:
+    """A window over a fresh engine thread and the conversation database (not yet shown).
+
+    `data` is the data directory (conversations, recent models, bench runs); the user's own
+    when None."""
+    data = data or paths.data_dir()
+    db = await AsyncStore.open(data / DB_NAME)
+    return QtMainWindow(EngineBridge(), db, config, data=data)
 
 
 async def main(config: Config, sends: Sequence[str] = (), quit_after: bool = False,
-               script: Script | None = None, show: bool = True) -> int:
-    window = await open_window(config)
+               script: Script | None = None, show: bool = True, data: Path | None = None) -> int:
+    window = await open_window(config, data)
     if show:
         window.show()
     code = 0
@@ -63,7 +68,7 @@ async def main(config: Config, sends: Sequence[str] = (), quit_after: bool = Fal
 
 
 def run_window(config: Config, sends: Sequence[str] = (), quit_after: bool = False,
-               script: Script | None = None, show: bool = True) -> int:
+               script: Script | None = None, show: bool = True, data: Path | None = None) -> int:
     """Open the window and run until it closes; returns the exit code."""
     import qasync
 
@@ -74,4 +79,4 @@ def run_window(config: Config, sends: Sequence[str] = (), quit_after: bool = Fal
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 1
-    return qasync.run(main(config, sends, quit_after, script, show))
+    return qasync.run(main(config, sends, quit_after, script, show, data))

@@ -27,6 +27,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
+from workbench import paths
 from workbench.config import Config, signature
 from workbench.engine.chat.think import ThinkControl, think_control_note
 from workbench.engine.requests import SessionError
@@ -38,7 +39,7 @@ from workbench.ui.conversations.qt_controller import ConversationsController
 from workbench.ui.conversations.qt_conversation_list import QtConversationList
 from workbench.ui.db_worker import AsyncStore
 from workbench.ui.models.qt_model_picker import QtModelPicker
-from workbench.ui.models.recent import add_recent
+from workbench.ui.models.recent import add_recent, recent_file
 from workbench.ui.qt_notice_bar import QtNoticeBar
 from workbench.ui.qt_status_bar import QtStatusBar
 from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog
@@ -61,7 +62,8 @@ _DOCK_FEATURES = (QDockWidget.DockWidgetFeature.DockWidgetMovable
 class QtMainWindow(QMainWindow):
     closing = Signal()
 
-    def __init__(self, bridge: EngineBridge, db: AsyncStore, config: Config) -> None:
+    def __init__(self, bridge: EngineBridge, db: AsyncStore, config: Config,
+                 data: Path | None = None) -> None:
         super().__init__()
         # No dock animations: with them every re-layout of the window (a status label that
         # grows) creates an animation object per dock, several times a second while streaming.
@@ -69,6 +71,7 @@ class QtMainWindow(QMainWindow):
         self.setWindowTitle("Workbench")
         self.resize(1440, 900)
         self.bridge, self.db, self.config = bridge, db, config
+        self.data = data or paths.data_dir()  # conversations, recent models, bench runs
         # Cycles are collected here, on the UI thread, never on the engine's or the database's
         # (ui_collector.py: a collection there destroyed Qt objects and deadlocked the window).
         shared_collector().install()
@@ -104,7 +107,7 @@ class QtMainWindow(QMainWindow):
         self.expert_dock = self._dock("Expert activity", "expertActivityDock", self.expert_map)
         self.settings_page = QtSettingsPage(config, db.call)
         self.settings_dock = self._dock("Settings", "settingsDock", self.settings_page)
-        self.runs_page = QtRunsPage(db.call, config)
+        self.runs_page = QtRunsPage(db.call, config, data=self.data)
         self.runs_dock = self._dock("Runs", "runsDock", self.runs_page)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.telemetry_dock)
         self.tabifyDockWidget(self.telemetry_dock, self.expert_dock)
@@ -232,7 +235,8 @@ class QtMainWindow(QMainWindow):
             await self.load_model(self.config)
 
     async def pick_model(self, preselect: str | None = None) -> None:
-        picker = QtModelPicker(self.config, self, preselect=preselect)
+        picker = QtModelPicker(self.config, self, preselect=preselect,
+                               recent=recent_file(self.data))
         config = await picker.choose()
         picker.deleteLater()
         if config is not None:
@@ -305,7 +309,8 @@ class QtMainWindow(QMainWindow):
             self.tasks.spawn(self._remember(model.config.model))
 
     async def _remember(self, model: str) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, add_recent, model)
+        recent = recent_file(self.data)
+        await asyncio.get_running_loop().run_in_executor(None, add_recent, model, recent)
 
     def _show_config(self, config: Config) -> None:
         """The pages show the settings in force. The settings page is only reset when it

@@ -63,7 +63,7 @@ def resolve_entry(entry: str) -> Path:
 
 class QtModelPicker(QDialog):
     def __init__(self, config: Config, parent: QWidget | None = None,
-                 preselect: str | None = None) -> None:
+                 preselect: str | None = None, recent: Path | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Open a model")
         self.resize(820, 480)
@@ -72,7 +72,7 @@ class QtModelPicker(QDialog):
         self.path: Path | None = None
         self._tasks = Tasks(on_error=lambda exc: self._show_problem(str(exc)))
         self.list = QListWidget()
-        for entry in (BUNDLED, SYNTHETIC, *load_recent()):
+        for entry in (BUNDLED, SYNTHETIC, *load_recent(recent)):
             self._add_entry(entry)
         self.list.currentItemChanged.connect(self._selected)
         self.browse = QPushButton("Browse…")

@@ -11,8 +11,9 @@ from workbench.paths import data_dir
 MAX_RECENT = 10
 
 
-def recent_file() -> Path:
-    return data_dir() / "recent_models.json"
+def recent_file(data: Path | None = None) -> Path:
+    """The list's file in `data` (the window's data directory; the user's by default)."""
+    return (data or data_dir()) / "recent_models.json"
 
 
 def load_recent(path: Path | None = None) -> list[str]:

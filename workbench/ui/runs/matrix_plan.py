@@ -41,8 +41,9 @@ def arms_from_presets(presets: Sequence[Preset]) -> list[Preset]:
     return [Preset(arm_name(p.name, taken), p.settings) for p in presets]
 
 
-def default_out_dir() -> Path:
-    return paths.data_dir() / "bench" / time.strftime("matrix-%Y%m%d-%H%M%S")
+def default_out_dir(data: Path | None = None) -> Path:
+    """Where a matrix writes its runs: under `data` (the window's data directory)."""
+    return (data or paths.data_dir()) / "bench" / time.strftime("matrix-%Y%m%d-%H%M%S")
 
 
 def build_plan(presets: Sequence[Preset], prompts: list[str],

@@ -45,7 +45,7 @@ class QtMatrixDialog(QDialog):
     finished_matrix = Signal(object)  # MatrixResult
 
     def __init__(self, presets: list[Preset], current: Config,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, data: Path | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Bench matrix")
         self.current = current
@@ -72,7 +72,7 @@ class QtMatrixDialog(QDialog):
         self.order = QComboBox()
         self.order.addItems(list(ORDERS))
         self.fresh = QCheckBox("each run in a fresh process (nothing warm carries over)")
-        self.out_dir = QLineEdit(str(default_out_dir()))
+        self.out_dir = QLineEdit(str(default_out_dir(data)))
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)

@@ -47,9 +47,10 @@ def _read(paths: list[str]) -> tuple[list[tuple[RunEntry, MetricsFile]], list[st
 
 
 class QtRunsPage(QWidget):
-    def __init__(self, call: StoreCall, config: Config, parent: QWidget | None = None) -> None:
+    def __init__(self, call: StoreCall, config: Config, parent: QWidget | None = None,
+                 data: Path | None = None) -> None:
         super().__init__(parent)
-        self.call, self.config = call, config
+        self.call, self.config, self.data = call, config, data
         self.tasks = Tasks(on_error=lambda exc: self.show_status(f"Failed: {exc}", error=True))
         self.imported: dict[str, tuple[RunEntry, MetricsFile]] = {}
         self.entries: dict[str, RunEntry] = {}
@@ -167,7 +168,7 @@ class QtRunsPage(QWidget):
         if self.matrix_dialog is not None and self.matrix_dialog.running:
             self.matrix_dialog.show()
             return self.matrix_dialog
-        dialog = QtMatrixDialog(presets, self.config, self)
+        dialog = QtMatrixDialog(presets, self.config, self, data=self.data)
         dialog.finished_matrix.connect(
             lambda result: self.tasks.spawn(self.open_matrix_result(result)))
         self.matrix_dialog = dialog
