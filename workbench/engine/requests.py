@@ -28,6 +28,9 @@ class GenerateRequest:
     n_predict: int | None = None  # None: the session's configured tokens-to-generate
     think: bool | None = None  # None: the session's configured thinking switch
     new_chat: bool = False  # forget the conversation (and its KV) before this turn
+    # The conversation this turn belongs to (its id in the store): its KV state is kept in the
+    # session's pool while others use the context. None: no pool (the CLI's one conversation).
+    conversation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

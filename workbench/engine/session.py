@@ -21,7 +21,8 @@ from workbench.engine.chat.history import assistant_history_message, find_diverg
 from workbench.engine.chat.template import ChatTemplate
 from workbench.engine.chat.think import ThinkControl, probe_think_control
 from workbench.engine.kv_memory import KvMemory
-from workbench.engine.metrics import RunInfo
+from workbench.engine.kv_pool import KvPool, PooledState, make_pool, pool_budget_bytes
+from workbench.engine.metrics import UNMEASURED, RunInfo
 from workbench.engine.model_setup import (
     build_run_info,
     default_model,
@@ -67,6 +68,9 @@ class Session:
         self._busy = threading.Lock()  # held by generate(); close() waits for it
         self._turn_index = 0
         self._run_info_sent = False
+        self._pool = KvPool(0)
+        self._owner: str | None = None  # the conversation whose KV the context holds
+        self._owner_state: PooledState | None = None  # its pool entry, checked out
         # Text the KV memory holds after the last completed chat turn (to explain re-prefills).
         self._kv_text = ""
         self._kv_text_had_reasoning = False
@@ -81,11 +85,14 @@ class Session:
         sink: Sink | None = None,
         progress: Callable[[float], bool] | None = None,
         trace_routing: bool = False,
+        kv_dir: Path | None = None,
     ) -> Session:
         """Validate, load the model and create the context. Raises SessionError.
 
         `progress` gets the load fraction and may return False to cancel the load.
-        `trace_routing` records every layer's routed experts while streaming (tests, replay)."""
+        `trace_routing` records every layer's routed experts while streaming (tests, replay).
+        `kv_dir` is where conversations' KV states are kept across restarts (None: memory only).
+        """
         problems = validate(config)
         if problems:
             raise SessionError("; ".join(p.message for p in problems))
@@ -106,6 +113,7 @@ class Session:
         self.load_seconds = time.perf_counter() - started
         self.run_info = build_run_info(path, self._model, self.facts, self.config,
                                        self._template is not None, self._resolved_settings())
+        self._pool = make_pool(self.config, self.run_info, kv_dir)
         return self
 
     def _load(self, path: Path, progress: Callable[[float], bool] | None, trace: bool) -> None:
@@ -168,9 +176,13 @@ class Session:
 
         The streamer goes after the context (which calls into it) and before the model (whose
         tensors it rebound and now restores). Called while a generation runs on another thread,
-        it cancels that generation and waits for it: nothing is freed under a live decode."""
+        it cancels that generation and waits for it: nothing is freed under a live decode.
+        Conversations' KV states go to the disk spill first, so a restart restores them."""
         self.cancel()
         with self._busy:
+            if self._ctx is not None:
+                self._leave_context()
+                self._pool.close()
             self._free()
 
     def _free(self) -> None:
@@ -227,6 +239,9 @@ class Session:
         if problems:
             raise SessionError("; ".join(p.message for p in problems))
         self.config = config.replace(model=self.config.model)
+        self._pool.set_budget(pool_budget_bytes(self.config.kv_pool_mb))
+        if self._pool.spill is not None:
+            self._pool.spill.budget_bytes = self.config.kv_disk_mb << 20
         self._rebuild_sampler()
         self.run_info.settings = self._resolved_settings()
         self._run_info_sent = False
@@ -328,9 +343,13 @@ class Session:
             )
         turn = Turn(index=self._turn_index, prompt=prompt, n_predict=n_predict,
                     started_ns=started_ns)
+        restored, restore_s = self._switch_to(request.conversation)
         reprefill_reason = self._reprefill_reason(prompt.text)
         turn.n_common = self._kv.reuse_prefix(prompt.tokens)
         result = self._turn_loop().run(turn, on_token, on_prefill)
+        if result.summary is not None:
+            result.summary.kv_source = restored or ("memory" if turn.n_common else "fresh")
+            result.summary.kv_restore_seconds = restore_s
         self._after_turn(turn, result)
         result.notes.extend(prompt.notes)
         result.reprefill_reason = reprefill_reason
@@ -361,8 +380,59 @@ class Session:
         assert ctx is not None
         return self._sampler.sample(ctx) if self._sampler is not None else ctx.argmax()
 
+    # ---- the KV pool: one conversation in the context, the others kept aside ----------------
+
+    def _switch_to(self, conversation: str | None) -> tuple[str, float]:
+        """Give the context to `conversation`; ("memory"/"disk", seconds) when its state was
+        restored from the pool, ("", -1) when it was already there or had none."""
+        if conversation == self._owner:
+            return "", UNMEASURED
+        started = time.perf_counter()
+        self._leave_context()
+        self._owner = conversation
+        got = self._pool.checkout(conversation) if conversation is not None else None
+        if got is None:
+            return "", UNMEASURED
+        state, where = got
+        assert self._ctx is not None and self._kv is not None and state.data is not None
+        if not self._ctx.set_seq_state(state.data):
+            log.warning("llama.cpp refused the kept state of conversation %s; re-reading it",
+                        conversation)
+            self._pool.release(state)
+            self._pool.discard(conversation)
+            return "", UNMEASURED
+        self._kv.tokens[:] = state.tokens
+        self._owner_state = state
+        return where, time.perf_counter() - started
+
+    def _leave_context(self) -> None:
+        """The conversation in the context steps aside: its state goes to the pool."""
+        assert self._ctx is not None and self._kv is not None
+        if self._owner is not None and self._kv.tokens:
+            self._pool.put(self._owner, self._kv.tokens, self._ctx.seq_state())
+        elif self._owner_state is not None:
+            self._pool.release(self._owner_state)
+        self._owner_state = None
+        self._kv.clear()
+        self._kv_text = ""
+
+    @property
+    def kv_pool(self) -> KvPool:
+        return self._pool
+
+    @property
+    def kv_owner(self) -> str | None:
+        return self._owner
+
     def _after_turn(self, turn: Turn, result: GenerateResult) -> None:
         """What a finished turn changes in the conversation; an unfinished one changes none."""
+        if result.stop_reason is StopReason.ERROR and self._owner is not None:
+            # A failed decode discarded the KV: this conversation's kept state goes too (the
+            # others are untouched).
+            if self._owner_state is not None:
+                self._pool.release(self._owner_state)
+                self._owner_state = None
+            self._pool.discard(self._owner)
         if result.stop_reason in (StopReason.STOPPED, StopReason.ERROR):
             # The KV now holds less than the last turn's text: no explanation beats a wrong one.
             self._kv_text = ""

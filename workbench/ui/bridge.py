@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from workbench.config import Config
@@ -71,8 +72,9 @@ class LoadedModel:
 class EngineBridge:
     """`await open(cfg)`, `async for ev in generate(req)`, `cancel()`, `await close()`."""
 
-    def __init__(self, sink: Sink | None = None) -> None:
+    def __init__(self, sink: Sink | None = None, kv_dir: Path | None = None) -> None:
         self._sink = sink
+        self._kv_dir = kv_dir  # conversations' KV states kept across restarts (None: none)
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name="engine", daemon=True)
         self._thread.start()
@@ -114,7 +116,8 @@ class EngineBridge:
         def job() -> LoadedModel:
             self._close_session()
             try:
-                session = Session.open(config, sink=self._sink, progress=progress)
+                session = Session.open(config, sink=self._sink, progress=progress,
+                                       kv_dir=self._kv_dir)
             except SessionError:
                 if self._cancel_load.is_set():
                     raise LoadCancelled("loading was cancelled; no model is loaded") from None

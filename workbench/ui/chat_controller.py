@@ -283,6 +283,7 @@ class ChatController:
                                                             message_id=answer.id))
             run_id = run.id
             request = GenerateRequest(text=text, n_predict=self.config.n_predict,
+                                      conversation=str(answer.conversation_id),
                                       think=self.composer.think.isChecked())
             async for event in self.bridge.generate(request):
                 if isinstance(event, TokenEvent):

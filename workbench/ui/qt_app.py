@@ -39,7 +39,7 @@ async def open_window(config: Config, data: Path | None = None) -> QtMainWindow:
     when None."""
     data = data or paths.data_dir()
     db = await AsyncStore.open(data / DB_NAME)
-    return QtMainWindow(EngineBridge(), db, config, data=data)
+    return QtMainWindow(EngineBridge(kv_dir=data / "kv"), db, config, data=data)
 
 
 async def main(config: Config, sends: Sequence[str] = (), quit_after: bool = False,

@@ -31,7 +31,7 @@ def stats_from_result(
         ttft_s=round(s.ttft_seconds, 4) if s.n_generated > 0 else None,
         tok_s=_measured(s.tokens_per_second, 2),
         prefill_tok_s=_measured(s.prefill_tokens_per_second, 1),
-        cache_hit_pct=_measured(s.cache_hit_pct, 1),
+        cache_hit_pct=_measured(s.cache_hit_pct, 1), kv_source=s.kv_source or None,
     )
 
 
