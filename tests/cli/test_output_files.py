@@ -81,3 +81,9 @@ def test_chat_whose_metrics_cannot_be_written_still_answers(embedded_model_path,
     assert proc.stdout.strip()  # the answer
     assert "generation:" in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_screenshot_to_a_missing_directory_is_refused_before_the_window_opens(tmp_path: Path):
+    proc = _cli("screenshot", "-o", str(tmp_path / "no" / "shot.png"))
+    _clear_error(proc, "does not exist: create it first")
+    assert list(tmp_path.iterdir()) == []
