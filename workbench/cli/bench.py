@@ -110,7 +110,8 @@ def add_matrix_parser(kinds: argparse._SubParsersAction) -> None:
     matrix.add_argument("--trim", type=int, default=0, metavar="N",
                         help="leave the first N tokens of every turn out of the table (0)")
     matrix.add_argument("-o", "--out", type=Path, metavar="DIR",
-                        help="output directory (default: a new one under the data directory)")
+                        help="output directory, made if missing (its parent must exist; "
+                             "default: a new one under the data directory)")
     add_arguments(matrix)
     matrix.set_defaults(run=run_matrix_cmd)
 
@@ -136,6 +137,7 @@ def run_matrix_cmd(args: argparse.Namespace) -> int:
             base=config_from_args(args, default_base()), repeats=args.repeats,
             warmup=args.warmup, order=args.order, seed=args.order_seed,
             fresh_process=args.fresh_process, cold=args.cold, trim=args.trim,
+            make_parents=args.out is None,  # the default is under the data directory: ours
         )
         result = run_matrix(plan, log=log)
     except (PresetError, ArmError, OSError) as exc:

@@ -311,7 +311,10 @@ class QtMainWindow(QMainWindow):
 
     async def _remember(self, model: str) -> None:
         recent = recent_file(self.data)
-        await asyncio.get_running_loop().run_in_executor(None, add_recent, model, recent)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, add_recent, model, recent)
+        except OSError as exc:  # the model is open all the same; only the list is behind
+            self.notice.show_error(f"The list of recent models was not updated: {exc}")
 
     def _show_config(self, config: Config) -> None:
         """The pages show the settings in force. The settings page is only reset when it
