@@ -207,3 +207,20 @@ def test_a_damaged_state_file_falls_back_to_reading_the_conversation(session, tm
     fresh = _turn(_with_history(session(), history), A2, None)
     assert result.text == fresh.text
     assert not path.exists()  # a file that can never become valid is removed
+
+
+def test_a_full_disk_skips_the_spill_and_the_conversation_goes_on(session, tmp_path, caplog,
+                                                                  monkeypatch):
+    from tests.full_disk import fill_the_disk
+
+    s = session(kv_dir=tmp_path)
+    _turn(s, A1, "1")
+    history = list(s.history)
+    fill_the_disk(monkeypatch, budget=4096)
+    with caplog.at_level(logging.WARNING, logger="workbench.kv_spill"):
+        s.close()  # the spill of "1" fails: logged, nothing half-written is left
+    assert "could not keep the KV state of conversation 1 on disk" in caplog.text
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    after = _turn(_with_history(session(kv_dir=tmp_path), history), A2, "1")
+    assert after.summary.kv_source == "fresh"

@@ -4,7 +4,7 @@ re-reading the conversation.
 One file per conversation and identity: `<conversation>.<identity>.kvstate` under the spill
 directory, where the identity hashes what a state is valid for: the model file's identity, the
 load-time settings' signature, and the engine and llama.cpp versions. A file is written under a
-temporary name and renamed, so a crash never leaves half of one. Its layout:
+temporary name and renamed (atomic_write.py), so a crash never leaves half of one. Its layout:
 
     b"WBKV1\\n"                      magic and format version
     one line of JSON                 identity, key, n_tokens, data_bytes, sha256 of the rest
@@ -27,6 +27,8 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from workbench.atomic_write import write_bytes_atomic
 
 log = logging.getLogger("workbench.kv_spill")
 
@@ -78,18 +80,12 @@ class KvSpill:
                      state.key, len(blob) / (1 << 20))
             return False
         target = self.path(state.key)
-        tmp = target.with_name(target.name + ".tmp")
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(blob)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
+            self.directory.mkdir(parents=True, exist_ok=True)  # the app's own directory
+            write_bytes_atomic(target, blob)  # whole or absent, even on a full disk
         except OSError as exc:  # a full or read-only disk: the state is just not kept
             log.warning("could not keep the KV state of conversation %s on disk (%s); its next "
                         "turn re-reads the conversation", state.key, exc.strerror or exc)
-            tmp.unlink(missing_ok=True)
             return False
         self._enforce_budget(keep=target)
         return True
