@@ -41,6 +41,26 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
                         help="memory bench: what the automatic cache leaves free")
     stream.set_defaults(run=run_stream_cmd)
 
+    kv = kinds.add_parser("kv", help="time to first token with conversations' KV states kept "
+                                     "(memory, disk) vs re-read")
+    add_arguments(kv)
+    kv.add_argument("--repeats", type=int, default=5, help="pairs per comparison, interleaved")
+    kv.add_argument("--history-tokens", type=int, default=2000,
+                    help="length of each conversation (tokens)")
+    kv.set_defaults(run=run_kv_cmd)
+
+
+def run_kv_cmd(args: argparse.Namespace) -> int:
+    from workbench.bench.kv import format_report, run_kv
+
+    config = config_from_args(args, Config(n_threads=2))
+    report = run_kv(config, repeats=args.repeats, history_tokens=args.history_tokens,
+                    log=lambda line: print(line, file=sys.stderr, flush=True))
+    for line in format_report(report):
+        print(line)
+    print(report.last_line())
+    return 0
+
 
 def run_overhead_cmd(args: argparse.Namespace) -> int:
     from workbench.bench.overhead import run_overhead
