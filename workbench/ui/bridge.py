@@ -68,6 +68,13 @@ class LoadedModel:
     run_info: Any  # RunInfo (a plain dataclass, safe to read from any thread once built)
     is_moe: bool
 
+    @property
+    def o_direct(self) -> bool:
+        """Whether the session streams its experts with O_DIRECT reads: as resolved at load
+        (a file system that refuses O_DIRECT gets buffered reads); False without streaming."""
+        settings = getattr(self.run_info, "settings", None) or {}
+        return bool(self.is_moe and self.config.moe_stream and settings.get("o_direct"))
+
 
 class EngineBridge:
     """`await open(cfg)`, `async for ev in generate(req)`, `cancel()`, `await close()`."""

@@ -74,6 +74,7 @@ class ChatController:
         self.model = model
         if self.expert_map is not None:
             self.expert_map.set_model(model)
+        self.telemetry.set_o_direct(model is not None and model.o_direct)
         if model is None:
             self.composer.set_ready(False, "Open a model to chat (File > Open model…)")
             self.composer.gauge.set_usage(-1, 0)

@@ -14,7 +14,7 @@ import asyncio
 import gc
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
@@ -53,10 +53,21 @@ from workbench.ui.ui_collector import shared_collector
 from workbench.ui.ui_pacer import shared_pacer, ui_share_target
 
 SHUTDOWN_GRACE_S = 10.0
+CHAT_MIN_WIDTH = 300  # px: a message line still holds a few words
+DEFAULT_SIZE = QSize(1440, 900)  # on a smaller screen: the screen's free area (_initial_size)
 STATUS_NOTE_MS = 5000  # how long a transient status-bar note stays
 _DOCK_FEATURES = (QDockWidget.DockWidgetFeature.DockWidgetMovable
                   | QDockWidget.DockWidgetFeature.DockWidgetFloatable
                   | QDockWidget.DockWidgetFeature.DockWidgetClosable)
+
+
+def _initial_size() -> QSize:
+    """The default size, shrunk to the primary screen's free area: a 1440 x 900 window on a
+    1280 x 720 screen would open past its edges. (The layout keeps it at least its minimum.)"""
+    screen = QGuiApplication.primaryScreen()
+    if screen is None:
+        return DEFAULT_SIZE
+    return DEFAULT_SIZE.boundedTo(screen.availableGeometry().size())
 
 
 class QtMainWindow(QMainWindow):
@@ -69,7 +80,7 @@ class QtMainWindow(QMainWindow):
         # grows) creates an animation object per dock, several times a second while streaming.
         self.setAnimated(False)
         self.setWindowTitle("Workbench")
-        self.resize(1440, 900)
+        self.resize(_initial_size())
         self.bridge, self.db, self.config = bridge, db, config
         self.data = data or paths.data_dir()  # conversations, recent models, bench runs
         # Cycles are collected here, on the UI thread, never on the engine's or the database's
@@ -89,6 +100,7 @@ class QtMainWindow(QMainWindow):
         self.notice = QtNoticeBar()
         self.composer = QtComposer()
         centre = QWidget()
+        centre.setMinimumWidth(CHAT_MIN_WIDTH)
         column = QVBoxLayout(centre)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)
