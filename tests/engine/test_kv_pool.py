@@ -224,3 +224,35 @@ def test_a_full_disk_skips_the_spill_and_the_conversation_goes_on(session, tmp_p
     monkeypatch.undo()
     after = _turn(_with_history(session(kv_dir=tmp_path), history), A2, "1")
     assert after.summary.kv_source == "fresh"
+
+
+def test_the_forecast_counts_exactly_what_the_turn_reads(session):
+    s = session()
+    draft = s.forecast([], A1, "1")
+    assert draft.n_reused == 0 and draft.seconds == -1  # no rate measured yet: unmeasured
+    first = _turn(s, A1, "1")
+    assert first.summary.n_prompt == draft.n_to_process
+    history_a = list(s.history)
+    s.set_history([])
+    _turn(s, B1, "2")
+    # Back in A, with A's state kept in the pool: only the new turn is to be read.
+    ahead = s.forecast(history_a, A2, "1")
+    assert ahead.n_reused > 0 and ahead.seconds > 0
+    s.set_history(history_a)
+    back = _turn(s, A2, "1")
+    assert back.summary.n_prompt == ahead.n_to_process
+    assert back.summary.n_reused == ahead.n_reused
+
+
+def test_the_forecast_reads_a_state_kept_on_disk(session, tmp_path):
+    first = session(kv_dir=tmp_path)
+    _turn(first, A1, "1")
+    history = list(first.history)
+    first.close()
+    second = session(kv_dir=tmp_path)
+    ahead = second.forecast(history, A2, "1")
+    second.set_history(history)
+    restored = _turn(second, A2, "1")
+    assert restored.summary.kv_source == "disk"
+    assert (restored.summary.n_prompt, restored.summary.n_reused) == (ahead.n_to_process,
+                                                                    ahead.n_reused)

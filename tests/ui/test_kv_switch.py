@@ -25,3 +25,18 @@ def test_switching_a_b_a_does_not_reread_a(qtbot, make_window):
     assert back.n_reused >= first.n_prompt + first.n_reused
     assert back.n_prompt < back.n_reused
     assert "from memory" in window.chat_view.messages[-1].stats.text()
+
+
+def test_the_composer_forecasts_what_a_draft_will_read(qtbot, make_window):
+    window = make_window()
+    send(qtbot, window, "Name three colours of the rainbow.")
+    window.composer.prompt.setPlainText("Which of them is the warmest?")
+    qtbot.waitUntil(lambda: window.composer.forecast.text().startswith("reads "), timeout=WAIT)
+    shown = window.composer.forecast.text()
+    done = window.chat.turns_done
+    window.chat.composer.send_requested.emit(window.composer.prompt.toPlainText())
+    qtbot.waitUntil(lambda: window.chat.turns_done > done, timeout=WAIT)
+    summary = window.chat.last_result.summary
+    assert shown.startswith(f"reads {summary.n_prompt:,} new token")
+    assert f"{summary.n_reused:,} kept" in shown
+    assert window.composer.forecast.text() == ""  # sent: the draft is gone

@@ -20,7 +20,7 @@ from workbench.engine.chat.fallback import fallback_template
 from workbench.engine.chat.history import assistant_history_message, find_divergence
 from workbench.engine.chat.template import ChatTemplate
 from workbench.engine.chat.think import ThinkControl, probe_think_control
-from workbench.engine.kv_memory import KvMemory
+from workbench.engine.kv_memory import KvMemory, common_prefix
 from workbench.engine.kv_pool import KvPool, PooledState, make_pool, pool_budget_bytes
 from workbench.engine.metrics import UNMEASURED, RunInfo
 from workbench.engine.model_setup import (
@@ -31,7 +31,13 @@ from workbench.engine.model_setup import (
 )
 from workbench.engine.probes import MemoryProbe
 from workbench.engine.prompt import Message, PromptBuilder
-from workbench.engine.requests import GenerateRequest, GenerateResult, SessionError, StopReason
+from workbench.engine.requests import (
+    Forecast,
+    GenerateRequest,
+    GenerateResult,
+    SessionError,
+    StopReason,
+)
 from workbench.engine.sinks import Sink
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
@@ -42,6 +48,8 @@ from workbench.moe.streamer import StreamerError
 __all__ = ["Session", "SessionError"]
 
 log = logging.getLogger("workbench.session")
+
+MIN_RATE_TOKENS = 16  # prompt tokens a turn must read to count towards the prefill rate
 
 class Session:
     """Owns one model, one context and the conversation it holds."""
@@ -71,6 +79,7 @@ class Session:
         self._pool = KvPool(0)
         self._owner: str | None = None  # the conversation whose KV the context holds
         self._owner_state: PooledState | None = None  # its pool entry, checked out
+        self._prefilled = (0, 0.0)  # prompt tokens read and their seconds (for forecasts)
         # Text the KV memory holds after the last completed chat turn (to explain re-prefills).
         self._kv_text = ""
         self._kv_text_had_reasoning = False
@@ -350,6 +359,10 @@ class Session:
         if result.summary is not None:
             result.summary.kv_source = restored or ("memory" if turn.n_common else "fresh")
             result.summary.kv_restore_seconds = restore_s
+            if result.summary.n_prompt >= MIN_RATE_TOKENS:  # a few tokens time mostly overhead
+                tokens, seconds = self._prefilled
+                self._prefilled = (tokens + result.summary.n_prompt,
+                                   seconds + result.summary.prefill_seconds)
         self._after_turn(turn, result)
         result.notes.extend(prompt.notes)
         result.reprefill_reason = reprefill_reason
@@ -415,6 +428,35 @@ class Session:
         self._owner_state = None
         self._kv.clear()
         self._kv_text = ""
+
+    def forecast(self, history: list[Message], text: str,
+                 conversation: str | None = None) -> Forecast:
+        """What `text` sent after `history` in `conversation` would cost to read, exactly as a
+        turn would count it (the same prompt, the same prefix rule), without changing anything.
+        """
+        assert self._prompts is not None and self._kv is not None
+        prompt = self._prompts.build(history, text, think=self.config.think,
+                                     system_prompt=self.config.system_prompt)
+        if conversation == self._owner:
+            held = self._kv.tokens
+        else:
+            kept = self._pool.get(conversation) if conversation is not None else None
+            held = kept.tokens if kept is not None else self._spilled_tokens(conversation)
+        n_reused = common_prefix(held, prompt.tokens)
+        rate = self._prefill_rate()
+        to_read = len(prompt.tokens) - n_reused
+        return Forecast(len(prompt.tokens), n_reused, to_read / rate if rate > 0 else UNMEASURED)
+
+    def _spilled_tokens(self, conversation: str | None) -> list[int]:
+        spill = self._pool.spill
+        if conversation is None or spill is None:
+            return []
+        return spill.peek_tokens(conversation)
+
+    def _prefill_rate(self) -> float:
+        """Prompt tokens per second over this session's turns that read enough to measure."""
+        tokens, seconds = self._prefilled
+        return tokens / seconds if seconds > 0 else UNMEASURED
 
     @property
     def kv_pool(self) -> KvPool:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from workbench.config import Config
 from workbench.engine.requests import (
+    Forecast,
     GenerateRequest,
     GenerateResult,
     PrefillProgress,
@@ -163,6 +164,14 @@ class EngineBridge:
     async def set_history(self, messages: list[dict[str, str]]) -> None:
         """Tell the engine which complete turns are the model's context (a branch or a chat)."""
         await self._call(lambda: self._require().set_history(messages))
+
+    async def forecast(self, history: list[dict[str, str]], text: str,
+                       conversation: str | None) -> Forecast | None:
+        """What sending `text` would cost to read (None while an answer runs or none is loaded:
+        the engine thread is not kept from its work for an estimate)."""
+        if self._generating or self._session is None:
+            return None
+        return await self._call(lambda: self._require().forecast(history, text, conversation))
 
     async def reset_conversation(self) -> None:
         await self._call(lambda: self._require().reset_conversation())

@@ -158,6 +158,8 @@ class QtMainWindow(QMainWindow):
     def _connect(self) -> None:
         spawn = self.tasks.spawn
         self.composer.send_requested.connect(lambda text: spawn(self.chat.send(text)))
+        self.composer.prompt.textChanged.connect(
+            lambda: self.chat.draft_changed(self.composer.prompt.toPlainText()))
         self.composer.stop_requested.connect(self.chat.stop)
         self.chat_view.regenerate_requested.connect(lambda mid: spawn(self.chat.regenerate(mid)))
         self.chat_view.edit_submitted.connect(lambda mid, text: spawn(self.chat.edit(mid, text)))

@@ -60,6 +60,9 @@ class QtComposer(QWidget):
         self.hint = plain_label()
         self.hint.setStyleSheet("color: #888; font-size: 11px;")
         self.hint.setWordWrap(True)
+        # What the draft would cost to read before its first token, updated as the user types.
+        self.forecast = plain_label()
+        self.forecast.setStyleSheet("color: #888; font-size: 11px;")
         row = QHBoxLayout()
         row.addWidget(self.prompt, 1)
         row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
@@ -67,6 +70,7 @@ class QtComposer(QWidget):
         under.addWidget(self.think)
         under.addWidget(self.think_note)
         under.add_stretch()
+        under.addWidget(self.forecast)
         under.addWidget(self.hint)
         under.addWidget(self.gauge)
         layout = QVBoxLayout(self)
