@@ -13,6 +13,7 @@ import logging
 import numpy as np
 import pytest
 
+from tests.logits import recorded_logits
 from workbench.engine.requests import GenerateRequest, StopReason
 from workbench.engine.session import Session
 
@@ -22,19 +23,12 @@ B1, C1 = "Name three kinds of trees.", "Name three large cities."
 
 
 def _turn(s: Session, text: str, conversation: str | None, logits: list | None = None):
-    if logits is not None:
-        pick = s._pick_token
-
-        def recording() -> int:
-            logits.append(s._ctx.logits().copy())
-            return pick()
-
-        s._pick_token = recording  # type: ignore[method-assign]
-    try:
+    if logits is None:
         result = s.generate(GenerateRequest(text=text, conversation=conversation))
-    finally:
-        if logits is not None:
-            del s._pick_token
+    else:
+        with recorded_logits(s) as recorded:
+            result = s.generate(GenerateRequest(text=text, conversation=conversation))
+        logits.extend(recorded)
     assert result.ok, result.error
     return result
 

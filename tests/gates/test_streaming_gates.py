@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.gates.lru_replay import replay_lru
+from tests.logits import recorded_logits
 from workbench.config import Config
 from workbench.engine.requests import GenerateRequest, SessionError
 from workbench.engine.session import Session
@@ -51,18 +52,8 @@ def _config(model: Path, **changes: object) -> Config:
 
 def _generate(session: Session, text: str = PROMPT, **request: object) -> Run:
     """Generates while recording a copy of the full logits each token is picked from."""
-    logits: list[np.ndarray] = []
-    pick = session._pick_token
-
-    def recording_pick() -> int:
-        logits.append(session._ctx.logits().copy())
-        return pick()
-
-    session._pick_token = recording_pick  # type: ignore[method-assign]
-    try:
+    with recorded_logits(session) as logits:
         result = session.generate(GenerateRequest(text=text, **request))
-    finally:
-        del session._pick_token
     assert result.ok, result.error
     ids = [m for m in session.kv_tokens[-result.summary.n_generated:]]
     return Run(result.text, ids, logits, session)

@@ -42,6 +42,9 @@ class ScriptedBridge:
     async def set_history(self, messages: list[dict[str, str]]) -> None:
         self.history = list(messages)
 
+    async def kv_states(self) -> list:
+        return []
+
     async def kv_tokens(self) -> int:
         return 100
 

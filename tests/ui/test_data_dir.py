@@ -17,7 +17,9 @@ def test_a_window_opened_on_a_directory_keeps_everything_there(qtbot, run, tmp_p
     try:
         run(window.start(load_model=True))
         assert (chosen / "workbench.db").exists()
-        assert load_recent(recent_file(chosen)) == [model_config.model]
+        # The list is saved off the UI thread, after the load.
+        qtbot.waitUntil(lambda: load_recent(recent_file(chosen)) == [model_config.model],
+                        timeout=30_000)
         assert window.runs_page.data == chosen
     finally:
         run(window.shutdown())

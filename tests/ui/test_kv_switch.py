@@ -25,6 +25,9 @@ def test_switching_a_b_a_does_not_reread_a(qtbot, make_window):
     assert back.n_reused >= first.n_prompt + first.n_reused
     assert back.n_prompt < back.n_reused
     assert "from memory" in window.chat_view.messages[-1].stats.text()
+    kept = window.telemetry.kv_states.text()
+    assert kept.startswith(f"Kept conversation states: #{conversation_a} in the context")
+    assert "tokens" in kept and "in memory" in kept  # the other conversation, kept aside
 
 
 def test_the_composer_forecasts_what_a_draft_will_read(qtbot, make_window):

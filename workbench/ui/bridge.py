@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from workbench.config import Config
+from workbench.engine.kv_pool import HeldState
 from workbench.engine.requests import (
     Forecast,
     GenerateRequest,
@@ -172,6 +173,12 @@ class EngineBridge:
         if self._generating or self._session is None:
             return None
         return await self._call(lambda: self._require().forecast(history, text, conversation))
+
+    async def kv_states(self) -> list[HeldState]:
+        """The conversations whose KV state the open session keeps, most recent first."""
+        if self._session is None:
+            return []
+        return await self._call(lambda: self._require().kv_pool.listing())
 
     async def reset_conversation(self) -> None:
         await self._call(lambda: self._require().reset_conversation())

@@ -26,7 +26,12 @@ from workbench.ui.chat.context import model_history
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
 from workbench.ui.chat.shown import ShownMessage
-from workbench.ui.chat.stats_line import forecast_text, stats_from_result, thought_label
+from workbench.ui.chat.stats_line import (
+    forecast_text,
+    kv_states_text,
+    stats_from_result,
+    thought_label,
+)
 from workbench.ui.chat.turn_recorder import TurnRecorder
 from workbench.ui.db_worker import AsyncStore
 from workbench.ui.qt_status_bar import QtStatusBar
@@ -423,6 +428,8 @@ class ChatController:
         self._show_gauge(used)
         self._end_answer()
         self.status.set_state("idle")
+        self.telemetry.show_kv_states(kv_states_text(await self.bridge.kv_states(),
+                                                     str(self.conversation_id)))
         self.turns_done += 1
         self.on_conversations_changed()
         self.on_turn_finished()

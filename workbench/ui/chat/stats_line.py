@@ -9,6 +9,7 @@ figures are left out rather than stored as 0.
 
 from __future__ import annotations
 
+from workbench.engine.kv_pool import HeldState
 from workbench.engine.requests import Forecast, GenerateResult
 from workbench.store import MessageStats
 
@@ -33,6 +34,19 @@ def stats_from_result(
         prefill_tok_s=_measured(s.prefill_tokens_per_second, 1),
         cache_hit_pct=_measured(s.cache_hit_pct, 1), kv_source=s.kv_source or None,
     )
+
+
+def kv_states_text(states: list[HeldState], live: str | None) -> str:
+    """The telemetry panel's line of kept conversation states ("" when none is kept besides the
+    one in the context), e.g. "Kept conversation states: #3 in the context · #1 2,040 tokens,
+    13.4 MiB in memory · #2 880 tokens, 5.8 MiB on disk"."""
+    others = [f"#{s.key} {s.n_tokens:,} tokens, {s.mib:.1f} MiB "
+              f"{'in memory' if s.where == 'memory' else 'on disk'}"
+              for s in states if s.key != live]
+    if not others:
+        return ""
+    here = [f"#{live} in the context"] if live else []
+    return "Kept conversation states: " + " · ".join(here + others)
 
 
 def forecast_text(forecast: Forecast) -> str:

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.qt_stable_label import QtStableLabel
 from workbench.ui.telemetry.headline import HeadlineTracker
 from workbench.ui.telemetry.qt_headline_row import QtHeadlineRow
@@ -104,6 +105,11 @@ class QtTelemetryPanel(QWidget):
         self.span_readout.setWordWrap(True)
         self.span_readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.span_readout.setVisible(False)
+        # The conversations whose model state is kept (the KV pool), refreshed after each turn.
+        self.kv_states = plain_label()
+        self.kv_states.setStyleSheet("color: #555; font-size: 11px;")
+        self.kv_states.setWordWrap(True)
+        self.kv_states.setVisible(False)
         # Says when the plots are paced down, so a slow refresh is not mistaken for a stall.
         self.pace_note = QtStableLabel("")
         self.pace_note.setStyleSheet("color: #a66; font-size: 11px;")
@@ -133,6 +139,7 @@ class QtTelemetryPanel(QWidget):
         layout.addWidget(self.headline_row)
         layout.addLayout(tools)
         layout.addWidget(self.span_readout)
+        layout.addWidget(self.kv_states)
         layout.addWidget(self.graphics, 1)
 
         self._repaint_timer = QTimer(self)
@@ -390,6 +397,10 @@ class QtTelemetryPanel(QWidget):
     def _show_headline(self) -> None:
         self.headline_row.show_headline(self.headline.value)
         self.headline_updated.emit(self.headline.value)
+
+    def show_kv_states(self, text: str) -> None:
+        self.kv_states.setText(text)
+        self.kv_states.setVisible(bool(text))
 
     def show_summary(self, summary: Any) -> None:
         self.headline.on_summary(summary)
