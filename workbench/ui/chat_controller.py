@@ -22,7 +22,7 @@ from workbench.engine.requests import (
 )
 from workbench.store import Message
 from workbench.ui.bridge import EngineBridge, LoadedModel
-from workbench.ui.chat.context import model_history
+from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
 from workbench.ui.chat.shown import ShownMessage
@@ -111,6 +111,13 @@ class ChatController:
         shown, path = await self.db.call(lambda s: _load_path(s, conversation_id))
         self.path = path
         self.chat.show_messages(shown)
+        # Not this window's (it is not generating): another window is writing it right now
+        # (start-up recovery marked those of windows that are gone).
+        for message in path:
+            widget = self.chat.widget_for(message.id)
+            if message.status == "streaming" and widget is not None:
+                widget.note.setText(ELSEWHERE_NOTE)
+                widget.note.setVisible(True)
         await self._load_telemetry()
         self._show_gauge(self._used_from_path())
 
