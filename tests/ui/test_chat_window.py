@@ -21,7 +21,9 @@ def test_a_prompt_streams_into_the_pane_and_is_saved(qtbot, make_window):
     assert window.status.state == "idle" and window.composer.gauge.n_ctx == 512
     window.composer.prompt.setPlainText("Say hello.")
     qtbot.keyClick(window.composer.prompt, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: window.chat.generating, timeout=WAIT)
+    # The answer is in progress from the press of Enter; its widget comes once both messages
+    # are stored.
+    qtbot.waitUntil(lambda: len(window.chat_view.messages) == 2, timeout=WAIT)
     answer = window.chat_view.messages[-1]
     assert window.composer.button.text() == "Stop"
     # Text appears while the answer is still streaming.

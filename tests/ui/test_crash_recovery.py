@@ -40,6 +40,8 @@ def test_a_killed_window_loses_at_most_a_second(qtbot, make_window, data_dir: Pa
         os.kill(child.pid, signal.SIGKILL)  # no chance to save anything more
         child.wait()
         saved = store.active_path(store.list_conversations()[0].id)
+        run_id = saved[-1].stats.run_id
+        rows = store.token_rows(run_id) if run_id is not None else []
         store.close()
     finally:
         if child.poll() is None:
@@ -48,6 +50,10 @@ def test_a_killed_window_loses_at_most_a_second(qtbot, make_window, data_dir: Pa
         child.stderr.close()
 
     assert [m.status for m in saved] == ["complete", "complete", "complete", "streaming"]
+    # Issue 12, case 5: the per-token telemetry is saved with the text, not only at the end.
+    assert rows, "the killed answer kept text but none of its per-token rows"
+    pieces = "".join(r["piece"] for r in rows)
+    assert saved[-1].content.strip()[:10] in pieces or pieces.strip()[:10] in saved[-1].content
     window = make_window(load=False)
     assert len(window.conversation_list.ids()) == 1
     task = window.tasks.spawn(window.conversations.open(window.conversation_list.ids()[0]))
@@ -58,6 +64,17 @@ def test_a_killed_window_loses_at_most_a_second(qtbot, make_window, data_dir: Pa
     assert partial.shown.status == "interrupted" and partial.badge.text() == "interrupted"
     assert partial.shown.content.startswith(saved[-1].content[:20])
     assert "Interrupted" in partial.note.text()
+    # The plots show every token of the three answers, the interrupted one's included.
+    with Store.open(default_path(), recover=False) as store:
+        finished = sum(len(store.token_rows(m.stats.run_id)) for m in saved[:3]
+                       if m.role == "assistant")
+    qtbot.waitUntil(lambda: len(window.telemetry.ring) == finished + len(rows), timeout=WAIT)
+    with Store.open(default_path(), recover=False) as store:
+        interrupted = store.get_run(run_id)
+    assert interrupted.interrupted and interrupted.n_token_rows == len(rows)
+    from workbench.ui.runs.entries import entry_from_run
+
+    assert entry_from_run(interrupted).label.endswith("(interrupted)")
     # The interrupted answer is not the model's context: the next turn's history stops before.
     from workbench.ui.chat.context import model_history
 

@@ -24,7 +24,9 @@ def test_reasoning_streams_into_a_live_block_then_folds(qtbot, make_window, qwen
     window = make_window(bridge=bridge, load=False)
     window._model_loaded(bridge.model(model_config))
     window.composer.send_requested.emit("What is 2 + 2?")
-    qtbot.waitUntil(lambda: window.chat.generating, timeout=WAIT)
+    # The answer is in progress from the press of Enter; its widget comes once both messages
+    # are stored.
+    qtbot.waitUntil(lambda: len(window.chat_view.messages) == 2, timeout=WAIT)
     answer = window.chat_view.messages[-1]
 
     bridge.release(3)

@@ -85,6 +85,12 @@ class Run:
     info: JsonDict  # RunInfo by field name
     summary: JsonDict  # RunSummary by field name; {} until the run finishes
     n_token_rows: int = 0
+    message_status: str | None = None  # its answer's status; None for a headless run
+
+    @property
+    def interrupted(self) -> bool:
+        """The process died while this run streamed: it has rows up to the crash, no summary."""
+        return not self.summary and self.message_status == "interrupted"
 
     def run_summary(self) -> RunSummary | None:
         """The summary as a RunSummary (for its derived rates), or None if not finished.

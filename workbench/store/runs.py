@@ -57,6 +57,7 @@ def run_from_row(row: sqlite3.Row) -> Run:
         info=json.loads(row["info"]),
         summary=json.loads(row["summary"]),
         n_token_rows=row["n_token_rows"],
+        message_status=row["message_status"],
     )
 
 
@@ -74,7 +75,9 @@ def insert_run(conn: sqlite3.Connection, message_id: int | None, created_at: flo
 
 _SELECT_RUNS = (
     f"SELECT {', '.join('r.' + c.strip() for c in RUN_COLUMNS.split(','))},"
-    " (SELECT COUNT(*) FROM run_tokens t WHERE t.run_id = r.id) AS n_token_rows FROM runs r"
+    " (SELECT COUNT(*) FROM run_tokens t WHERE t.run_id = r.id) AS n_token_rows,"
+    " (SELECT m.status FROM messages m WHERE m.id = r.message_id) AS message_status"
+    " FROM runs r"
 )
 
 

@@ -24,7 +24,6 @@ from workbench.engine.requests import (
     GenerateResult,
     PrefillProgress,
     SessionError,
-    StopReason,
     TokenEvent,
 )
 from workbench.engine.session import Session
@@ -218,12 +217,13 @@ class EngineBridge:
 
         def job() -> None:
             try:
-                if cancel_flag.is_set():
-                    result = GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
-                else:
-                    result = self._require().generate(
-                        request, on_token=on_token, on_prefill=on_prefill
-                    )
+                # Even when already cancelled: the session then stops before its first decode
+                # and spends the cancel, which would otherwise stop the next answer too.
+                if cancel_flag.is_set() and self._session is not None:
+                    self._session.cancel()
+                result = self._require().generate(
+                    request, on_token=on_token, on_prefill=on_prefill
+                )
                 put(result)
             except BaseException as exc:  # surfaced to the awaiting coroutine, not swallowed
                 put(exc)

@@ -20,7 +20,7 @@ from workbench.engine.requests import (
     StopReason,
     TokenEvent,
 )
-from workbench.store import Message
+from workbench.store import Message, MessageStats
 from workbench.ui.bridge import EngineBridge, LoadedModel
 from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
 from workbench.ui.chat.qt_chat_view import QtChatView
@@ -51,12 +51,14 @@ class ChatController:
         on_conversations_changed: Callable[[], None] = lambda: None,
         on_turn_finished: Callable[[], None] = lambda: None,
         expert_map: QtExpertMap | None = None,
+        show_error: Callable[[str], None] = lambda text: None,
     ) -> None:
         self.bridge, self.db, self.chat, self.composer = bridge, db, chat, composer
         self.telemetry, self.status, self.config = telemetry, status, config
         self.on_conversations_changed = on_conversations_changed
         self.on_turn_finished = on_turn_finished  # a new run is stored (the runs list shows it)
         self.expert_map = expert_map
+        self.show_error = show_error  # the window's notice bar: what went wrong, what to do
         self.model: LoadedModel | None = None
         self.conversation_id: int | None = None
         self.path: list[Message] = []
@@ -152,18 +154,37 @@ class ChatController:
     async def send(self, text: str) -> None:
         if self.generating or self.model is None:
             return
-        if self.conversation_id is None:
-            title = " ".join(text.split())[:TITLE_CHARS]
-            conv = await self.db.call(lambda s: s.create_conversation(title))
-            self.conversation_id = conv.id
-            self.on_conversations_changed()
-        cid = self.conversation_id
-        parent = self.path[-1].id if self.path else None
+        # From the moment Send is pressed this is an answer in progress: Stop works from here
+        # (before the engine has it), and a second Enter does not send twice.
+        self._begin_answer()
         history = model_history(self.path)
-        user = await self.db.call(lambda s: s.add_message(cid, parent, "user", text))
-        answer = await self.db.call(
-            lambda s: s.add_message(cid, user.id, "assistant", status="streaming"))
-        self.path += [user, answer]
+        cid, parent = self.conversation_id, self._tail_id()
+        try:
+            user = await self.db.call(lambda s: _store_user_message(s, cid, parent, text))
+        except Exception as exc:
+            log.exception("storing the message failed")
+            self._end_answer()
+            self.show_error(f"Your message was not saved ({exc}). It is still in the message "
+                            "box: free some disk space, or check the data folder, and send it "
+                            "again.")
+            return
+        self.composer.clear_sent(text)
+        if self.conversation_id != user.conversation_id:
+            self.conversation_id = user.conversation_id
+            self.on_conversations_changed()
+        self.path.append(user)
+        try:
+            answer = await self.db.call(
+                lambda s: s.add_message(user.conversation_id, user.id, "assistant",
+                                        status="streaming"))
+        except Exception as exc:
+            log.exception("storing the answer's placeholder failed")
+            self._end_answer()
+            self.chat.append(ShownMessage.from_store(user))
+            self.show_error(f"Your message is saved, but the answer could not start ({exc}). "
+                            "Free some disk space, then use Regenerate or send again.")
+            return
+        self.path.append(answer)
         self.chat.append(ShownMessage.from_store(user))
         # One message widget per step of the loop, not two. A zero sleep would not do: its
         # callback runs ahead of timers already due, so those would wait for both steps.
@@ -178,7 +199,14 @@ class ChatController:
             return
         user = self.path[index - 1]
         history = model_history(self.path[: index - 1])
-        answer = await self.db.call(lambda s: s.regenerate(answer_id))
+        self._begin_answer()
+        try:
+            answer = await self.db.call(lambda s: s.regenerate(answer_id))
+        except Exception as exc:
+            log.exception("storing the new version failed")
+            self._end_answer()
+            self.show_error(f"The new version could not be started ({exc}); nothing changed.")
+            return
         await self._replace_tail(self.path[:index], answer)
         await self._generate(user.content, answer, history)
 
@@ -195,7 +223,15 @@ class ChatController:
             user = store.edit_message(user_id, text)
             return user, store.add_message(cid, user.id, "assistant", status="streaming")
 
-        user, answer = await self.db.call(add)
+        self._begin_answer()
+        try:
+            user, answer = await self.db.call(add)
+        except Exception as exc:
+            log.exception("storing the edit failed")
+            self._end_answer()
+            self.show_error(f"The edited message was not saved ({exc}); nothing changed. Edit "
+                            "it again once the problem is fixed.")
+            return
         await self._replace_tail(self.path[:index], user)
         self.path.append(answer)
         await self._generate(text, answer, history)
@@ -218,15 +254,26 @@ class ChatController:
             return
         self.chat.append(shown[-1])
 
-    async def _generate(self, text: str, answer: Message, history: list[dict[str, str]]) -> None:
-        assert self.model is not None
+    def _begin_answer(self) -> None:
         self.generating, self.stopping = True, False
         self.composer.set_busy(True)
         self.chat.set_actions_enabled(False)
+
+    def _end_answer(self) -> None:
+        self.generating = self.stopping = False
+        self.composer.set_busy(False)
+        self.chat.set_actions_enabled(True)
+
+    def _tail_id(self) -> int | None:
+        return self.path[-1].id if self.path else None
+
+    async def _generate(self, text: str, answer: Message, history: list[dict[str, str]]) -> None:
+        assert self.model is not None and self.generating  # _begin_answer() came first
         widget = (self.chat.widget_for(answer.id)
                   or self.chat.append(ShownMessage.from_store(answer)))
         widget.begin_stream()
-        self.status.set_state("prefill")
+        if not self.stopping:  # a Stop pressed while the message was being stored says so
+            self.status.set_state("prefill")
         shared_pacer().answer_started()
         await asyncio.sleep(YIELD_S)  # let the loop breathe between the message and the plots
         recorder = TurnRecorder()
@@ -248,7 +295,7 @@ class ChatController:
                 if isinstance(event, TokenEvent):
                     self._on_token(event, recorder, widget)
                     if recorder.due_write():
-                        self._save_partial(answer.id, recorder)
+                        self._save_partial(answer.id, recorder, run_id, x0)
                 elif isinstance(event, PrefillProgress):
                     if not self.stopping:
                         self.status.set_state("prefill", f"{event.done} of {event.total}")
@@ -279,12 +326,22 @@ class ChatController:
             self.expert_map.add(event.expert_map)
         widget.stream_text(recorder.answer, recorder.reasoning, recorder.thinking_tokens)
 
-    def _save_partial(self, answer_id: int, recorder: TurnRecorder) -> None:
+    def _save_partial(self, answer_id: int, recorder: TurnRecorder, run_id: int | None,
+                      x0: int) -> None:
         content, reasoning = recorder.answer, recorder.reasoning
+        rows = recorder.unsaved_rows()
+        # The stats link the message to its rows, so a crash keeps the telemetry reachable.
+        stats = MessageStats(run_id=run_id, x_start=x0)
+
+        def save(store: Any) -> None:
+            if run_id is not None and rows:
+                store.add_token_rows(run_id, rows)
+            store.update_message(answer_id, content=content, reasoning=reasoning,
+                                 stats=stats if run_id is not None else None)
+
         # Not awaited: the stream goes on. Ordered before the final write, because the
         # database worker runs calls in submission order.
-        task = asyncio.get_running_loop().create_task(self.db.call(
-            lambda s: s.update_message(answer_id, content=content, reasoning=reasoning)))
+        task = asyncio.get_running_loop().create_task(self.db.call(save))
         self._writes.add(task)
         task.add_done_callback(self._write_done)
 
@@ -305,6 +362,8 @@ class ChatController:
         error = result.error
         if result.notes:
             error = "\n".join([error, *result.notes]).strip()
+        # Every row again, not only those the partial saves did not take: a partial save may
+        # have failed, and rewriting a row is idempotent (the table keys it by turn and step).
         rows, summary = list(recorder.rows), result.summary
 
         def save(store: Any) -> Message:
@@ -341,9 +400,7 @@ class ChatController:
         self.last_result = result
         used = await self._kv_used()
         self._show_gauge(used)
-        self.generating = self.stopping = False
-        self.composer.set_busy(False)
-        self.chat.set_actions_enabled(True)
+        self._end_answer()
         self.status.set_state("idle")
         self.turns_done += 1
         self.on_conversations_changed()
@@ -373,6 +430,14 @@ class ChatController:
                                        "model with a larger context.")
         elif self.model is not None:
             self.composer.hint.setText("")
+
+
+def _store_user_message(store: Any, conversation_id: int | None, parent: int | None,
+                        text: str) -> Message:
+    """The user's message, in a new conversation when there is none yet."""
+    if conversation_id is None:
+        conversation_id = store.create_conversation(" ".join(text.split())[:TITLE_CHARS]).id
+    return store.add_message(conversation_id, parent, "user", text)
 
 
 def _load_path(store: Any, conversation_id: int) -> tuple[list[ShownMessage], list[Message]]:

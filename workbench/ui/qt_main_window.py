@@ -130,6 +130,7 @@ class QtMainWindow(QMainWindow):
             on_conversations_changed=lambda: self.tasks.spawn(
                 self.conversations.refresh(), name="refresh-list"),
             on_turn_finished=self._refresh_runs, expert_map=self.expert_map,
+            show_error=self.notice.show_error,
         )
         self.conversations = ConversationsController(
             db, self.conversation_list, self.notice, self.chat.open_conversation,

@@ -111,5 +111,11 @@ class QtComposer(QWidget):
         text = self.prompt.toPlainText().strip()
         if not text:
             return
-        self.prompt.clear()
+        # The text stays in the box until it is stored (`clear_sent`): if saving fails, the
+        # user still has what they typed.
         self.send_requested.emit(text)
+
+    def clear_sent(self, text: str) -> None:
+        """The message `text` is stored: clear the box, unless the user already typed on."""
+        if self.prompt.toPlainText().strip() == text:
+            self.prompt.clear()

@@ -1,9 +1,9 @@
 """One answer as it streams: its text so far, its token rows, its thinking, and when to save
 (Qt-free).
 
-The database gets the text at most once a second while the answer streams (`due_write`) and
-once at the end; a crash loses at most that second. The rows are kept for the run's per-token
-table, written once when the turn ends.
+The database gets the text and the new per-token rows at most once a second while the answer
+streams (`due_write`, `unsaved_rows`) and the rest at the end; a crash loses at most that
+second, of the text and of the telemetry alike.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ class TurnRecorder:
         self._now = now
         self._last_write = now()
         self.rows: list[TokenMetrics] = []
+        self._saved = 0  # rows handed out by unsaved_rows()
         self.answer = ""
         self.reasoning = ""
         self._first_answer_row = -1  # index of the first token after which answer text showed
@@ -34,6 +35,12 @@ class TurnRecorder:
         self.answer, self.reasoning = m.text, m.reasoning
         if self._first_answer_row < 0 and self.answer:
             self._first_answer_row = len(self.rows) - 1
+
+    def unsaved_rows(self) -> list[TokenMetrics]:
+        """The rows not handed out before (each row is handed out once), for the next save."""
+        rows = self.rows[self._saved:]
+        self._saved = len(self.rows)
+        return rows
 
     @property
     def pieces(self) -> list[str]:

@@ -42,7 +42,8 @@ def entry_from_run(run: Run) -> RunEntry:
     s = run.summary
     summary = run.run_summary()
     return RunEntry(
-        key=f"run:{run.id}", label=f"#{run.id}" + (f" {run.label}" if run.label else ""),
+        key=f"run:{run.id}", label=f"#{run.id}" + (f" {run.label}" if run.label else "")
+        + (" (interrupted)" if run.interrupted else ""),
         kind="headless" if run.message_id is None else "chat", created_at=run.created_at,
         model=str(run.model.get("name") or Path(str(run.model.get("path", ""))).name),
         n_tokens=run.n_token_rows,
