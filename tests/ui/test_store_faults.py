@@ -198,3 +198,19 @@ def test_a_disk_that_fills_while_in_use_says_so(run, open_on, tmp_path: Path,
     banner = window.store_banner
     assert banner.kind == "error" and "is full: the last change was not saved" in banner.text
     assert banner.close_button.isVisible()
+
+
+def test_a_full_disk_while_chatting_keeps_the_message_and_says_why(
+        qtbot, make_window, data_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    """The real send path on the real model: the user's message does not fit on the disk."""
+    real_store(data_dir / "workbench.db", 1, 1)
+    filling_disk(monkeypatch)  # the file cannot grow from now on
+    window = make_window()
+    assert not window.db.temporary
+    text = "Please keep this. " + "A long message that needs new pages. " * 600
+    window.composer.prompt.setPlainText(text)
+    qtbot.keyClick(window.composer.prompt, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.store_banner.kind == "error", timeout=WAIT)
+    assert "is full: the last change was not saved" in window.store_banner.text
+    assert window.composer.prompt.toPlainText() == text  # nothing typed is lost
+    assert not window.chat.generating

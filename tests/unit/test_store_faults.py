@@ -296,3 +296,22 @@ def test_copy_rows_adds_only_what_a_copy_gained(tmp_path: Path):
 
 def test_sidecars_follow_the_name():
     assert [p.name for p in sidecars(Path("/x/w.db"))] == ["w.db-wal", "w.db-shm", "w.db-journal"]
+
+
+def test_a_database_locked_by_another_program_is_busy_not_damaged(tmp_path: Path):
+    from workbench.store import StoreBusy
+
+    path = tmp_path / "workbench.db"
+    real_store(path, 1, 1)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        other = sqlite3.connect(path, timeout=0)
+        with pytest.raises(sqlite3.OperationalError) as caught:
+            other.execute("INSERT INTO presets (name, updated_at) VALUES ('x', 0)")
+        other.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    fault = classify(caught.value, path)
+    assert isinstance(fault, StoreBusy) and fault.kind == "busy"

@@ -5,6 +5,7 @@ Qt-free; see store.py for the threading rule.
 
 from workbench.store.faults import (
     SchemaTooNew,
+    StoreBusy,
     StoreDamaged,
     StoreFault,
     StoreFull,
@@ -38,6 +39,7 @@ __all__ = [
     "SearchHit",
     "Siblings",
     "Store",
+    "StoreBusy",
     "StoreDamaged",
     "StoreFault",
     "StoreFull",

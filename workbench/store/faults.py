@@ -15,7 +15,8 @@ import sqlite3
 from pathlib import Path
 
 # Primary SQLite result codes (the low byte of sqlite3.Error.sqlite_errorcode).
-_SQLITE_PERM, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT = 3, 8, 10, 11
+_SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED = 3, 5, 6
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT = 8, 10, 11
 _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 13, 14, 26
 LOW_SPACE_BYTES = 1 << 20  # below this much free space an I/O error is taken for a full disk
 
@@ -62,6 +63,12 @@ class StoreUnwritable(StoreFault):
     kind = "unwritable"
 
 
+class StoreBusy(StoreUnwritable):
+    """Another program holds the file locked for longer than the busy timeout."""
+
+    kind = "busy"
+
+
 class StoreFull(StoreFault):
     """The disk (or quota) holding the file is full."""
 
@@ -88,6 +95,8 @@ def classify(exc: BaseException, path: Path | str) -> StoreFault | None:
     detail = str(exc)
     if primary == _SQLITE_FULL:
         return StoreFull(path, detail)
+    if primary in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return StoreBusy(path, detail)
     if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return StoreDamaged(path, detail)
     if primary in (_SQLITE_READONLY, _SQLITE_CANTOPEN, _SQLITE_PERM, _SQLITE_IOERR):

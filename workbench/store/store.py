@@ -3,7 +3,11 @@
 Threading: every method is synchronous and short, meant to run on the window's database worker
 thread. A Store may be opened on one thread and used on another (check_same_thread is off),
 but it must be used from ONE thread at a time; give each thread its own Store if two need it.
-Several Stores (or processes) may open the same file; WAL lets readers run beside one writer.
+Several Stores (or processes, a second window) may open the same file; WAL lets readers run
+beside one writer, and each Store's writer lock (writers.py) keeps start-up recovery off the
+answers another live Store is streaming. Opening checks the file read-only first and raises a
+StoreFault (faults.py) for a damaged, newer, unwritable or full one; open_temporary is the
+window's fallback, salvage.py what it offers for a damaged file.
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ class Store(ConversationOps, MessageOps, SearchOps, RunOps, PresetOps, ExportOps
                 migrate(conn)
                 fts = ensure_index(conn, use_fts)
                 store = cls(conn, file, fts)
-                store.writer = WriterLock.take(file)
+                store.writer = None if str(file) == ":memory:" else WriterLock.take(file)
                 store._owner = store.writer.token if store.writer else ""
                 if recover:
                     store.recovered_on_open = store.recover_interrupted()
@@ -120,13 +124,13 @@ class Store(ConversationOps, MessageOps, SearchOps, RunOps, PresetOps, ExportOps
         return mark_interrupted(self._db, self._live_owners())
 
     def _live_owners(self) -> set[str]:
-        if self.temporary:
+        if self.temporary or str(self.path) == ":memory:":
             return {self._owner} - {""}
         return live_writers(self.path) | ({self._owner} - {""})
 
     def other_writers(self) -> set[str]:
         """Live writers on this file other than this store (another window, a CLI)."""
-        if self.temporary:
+        if self.temporary or str(self.path) == ":memory:":
             return set()
         return live_writers(self.path) - {self._owner}
 

@@ -110,11 +110,10 @@ class ChatController:
             self.telemetry.clear()
             self._show_gauge(0)
             return
-        shown, path = await self.db.call(lambda s: _load_path(s, conversation_id))
+        shown, path = await self.db.call(lambda s: _load_recovered(s, conversation_id))
         self.path = path
         self.chat.show_messages(shown)
-        # Not this window's (it is not generating): another window is writing it right now
-        # (start-up recovery marked those of windows that are gone).
+        # Not this window's (it is not generating): another live window is writing it now.
         for message in path:
             widget = self.chat.widget_for(message.id)
             if message.status == "streaming" and widget is not None:
@@ -438,6 +437,16 @@ def _store_user_message(store: Any, conversation_id: int | None, parent: int | N
     if conversation_id is None:
         conversation_id = store.create_conversation(" ".join(text.split())[:TITLE_CHARS]).id
     return store.add_message(conversation_id, parent, "user", text)
+
+
+def _load_recovered(store: Any, conversation_id: int
+                    ) -> tuple[list[ShownMessage], list[Message]]:
+    """_load_path, after marking "interrupted" the answers on it whose writer is gone since
+    start-up (a second window that crashed): those still "streaming" are being written."""
+    shown, path = _load_path(store, conversation_id)
+    if any(m.status == "streaming" for m in path) and store.recover_interrupted():
+        shown, path = _load_path(store, conversation_id)
+    return shown, path
 
 
 def _load_path(store: Any, conversation_id: int) -> tuple[list[ShownMessage], list[Message]]:

@@ -38,6 +38,11 @@ def at_open(fault: StoreFault, copied_conversations: int = 0) -> tuple[str, list
                 f"version {fault.found}{by}); this workbench ({__version__}) reads schema "
                 f"versions up to {fault.known}. {need}, or update this one. The file is "
                 f"unchanged. {_TEMPORARY}", [])
+    if fault.kind == "busy":
+        return (f"The conversation database {path} is locked by another program "
+                f"({fault.detail}). Nothing in it was changed. Close that program or wait for "
+                f"it, then Try again: what you write meanwhile is added to it then. "
+                f"{_TEMPORARY}", [TRY_AGAIN])
     copy = (f" It starts as a copy of your {_plural(copied_conversations, 'conversation')}, "
             "to read and export." if copied_conversations else "")
     if fault.kind == "full":
