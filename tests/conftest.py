@@ -37,9 +37,9 @@ def open_session() -> Iterator[Callable[..., object]]:
 
     opened: list[Session] = []
 
-    def factory(sink=None, **changes: object) -> Session:
+    def factory(sink=None, kv_dir=None, **changes: object) -> Session:
         changes.setdefault("n_threads", 2)
-        session = Session.open(Config().replace(**changes), sink=sink)
+        session = Session.open(Config().replace(**changes), sink=sink, kv_dir=kv_dir)
         opened.append(session)
         return session
 

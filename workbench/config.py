@@ -48,6 +48,8 @@ GROUPS: list[Group] = [
     Group("Streaming", "Expert streaming for MoE models: experts are read from disk as tokens "
           "route to them, so a model larger than memory runs; a change reopens the model"),
     Group("Speed / quality", "Lossy levers that trade answer quality for speed"),
+    Group("Conversations", "What is kept of each conversation's model state, so that switching "
+          "back to one costs only its new turn"),
 ]
 
 # Operators a `requires` predicate may use; data, so the UI can say the condition in words.
@@ -216,6 +218,15 @@ SETTINGS: tuple[Setting, ...] = (
             "Experts each token uses; fewer than the model's top-k is faster and lossy", "load",
             unit="experts", min=0, special=((0, "model default"),),
             max=1024),
+    # Conversations: per request (resizing the pool needs no reopen).
+    Setting("kv_pool_mb", "int", -1, "Conversation memory", "Conversations",
+            "Memory for the model state of other conversations, so switching back skips re-reading",
+            "request", unit="MiB", min=-1, max=MEMORY_MIB, doc_max="physical memory",
+            special=((-1, "automatic: a quarter of the memory available, at most 2048"),
+                     (0, "off: every switch re-reads the conversation"))),
+    Setting("kv_disk_mb", "int", 2048, "Conversation states on disk", "Conversations",
+            "Disk for conversation states evicted from memory or kept at close, for restarts",
+            "request", unit="MiB", min=0, max=1 << 24, special=((0, "off"),)),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -253,6 +264,8 @@ class Config:
     o_direct: bool = _default("o_direct")
     dense_weights: str = _default("dense_weights")
     n_expert_used: int = _default("n_expert_used")
+    kv_pool_mb: int = _default("kv_pool_mb")
+    kv_disk_mb: int = _default("kv_disk_mb")
 
     def replace(self, **changes: Any) -> Config:
         for key in changes:

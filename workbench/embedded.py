@@ -7,9 +7,11 @@ verified file) spares the hash on later starts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
+from workbench.atomic_write import write_text_atomic
 from workbench.paths import cache_dir
 
 
@@ -25,7 +27,10 @@ def default_model_path() -> Path:
     stamp = target.with_suffix(".verified.json")
     if target.exists() and stamp.exists():
         stat = target.stat()
-        recorded = json.loads(stamp.read_text())
+        try:
+            recorded = json.loads(stamp.read_text())
+        except (OSError, ValueError):  # a damaged stamp only costs a re-verification
+            recorded = None
         if recorded == _stamp(stat.st_size, stat.st_mtime_ns, pkg.EXPECTED_SHA256):
             return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -35,7 +40,11 @@ def default_model_path() -> Path:
     except FileExistsError:
         pkg.assemble(target, overwrite=True)  # a damaged earlier copy: rebuild it
     stat = target.stat()
-    stamp.write_text(json.dumps(_stamp(stat.st_size, stat.st_mtime_ns, pkg.EXPECTED_SHA256)))
+    # Whole or absent. A stamp that cannot be written (a full disk) only costs the hash again
+    # next time: the model itself is verified and usable.
+    with contextlib.suppress(OSError):
+        write_text_atomic(stamp, json.dumps(_stamp(stat.st_size, stat.st_mtime_ns,
+                                                   pkg.EXPECTED_SHA256)))
     return target
 
 

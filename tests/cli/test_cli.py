@@ -90,3 +90,12 @@ def test_wild_numbers_are_refused_before_native_code(embedded_model_path):
         proc = _cli("chat", "-m", str(embedded_model_path), "-p", "Hi", "-n", "4", flag, value)
         assert proc.returncode == 1, proc.stderr
         assert "it must be from" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bench_kv_prints_its_ratios(embedded_model_path):
+    proc = _cli("bench", "kv", "-m", str(embedded_model_path), "--repeats", "1",
+                "--history-tokens", "120", "-t", "2")
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("kv ratio memory=") and " disk=" in last
+    assert "(memory)" in proc.stderr and "(disk)" in proc.stderr and "(fresh)" in proc.stderr

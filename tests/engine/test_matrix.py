@@ -171,3 +171,15 @@ def test_cold_drops_the_model_file_from_the_page_cache(tiny_moe_path):
 
 def test_default_base_is_greedy_raw_text_of_256_tokens():
     assert default_base() == Config(n_predict=256, temp=0.0, chat_template=False)
+
+
+def test_the_matrix_command_refuses_an_output_directory_whose_parent_is_missing(tmp_path):
+    """Issue 12, case 11 (a sibling): the matrix created any missing parents of -o (as root,
+    anywhere). It creates the directory it was given, and refuses a missing parent."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "workbench", "bench", "matrix", "--preset", "a=n_threads=1",
+         "-o", str(tmp_path / "typo" / "out")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: the directory") and "create it first" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []

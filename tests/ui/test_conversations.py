@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
 
+from tests.full_disk import fill_the_disk
+from workbench.atomic_write import OutputFileError
 from workbench.store import MessageStats
 
 WAIT = 30_000
@@ -81,3 +84,20 @@ def test_export_and_import_round_trip(qtbot, make_window, tmp_path: Path):
     wait(qtbot, window, window.conversations.open(new_id))
     assert [w.shown.content for w in window.chat_view.messages] == [
         "Why is tea green?", "Because of the leaves."]
+
+
+def test_an_export_on_a_full_disk_keeps_the_earlier_export(qtbot, make_window, tmp_path: Path,
+                                                           monkeypatch):
+    """Issue 12, case 11 (a sibling): an export that cannot be written leaves no half file
+    and keeps an earlier export of that name; the error says the disk is full."""
+    window = make_window(load=False)
+    tea, _ = wait(qtbot, window, window.db.call(seed))
+    out = tmp_path / "tea.json"
+    out.write_text("the earlier export")
+    fill_the_disk(monkeypatch, budget=10)
+    task = window.tasks.spawn(window.conversations.export_to(tea, "json", out))
+    qtbot.waitUntil(task.done, timeout=WAIT)
+    with pytest.raises(OutputFileError, match="the disk is full"):
+        task.result()
+    assert out.read_text() == "the earlier export"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "tea.json"]

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from tests.full_disk import fill_the_disk
+from workbench.atomic_write import OutputFileError
 from workbench.moe.layout import read_model_facts
 from workbench.ui.models.estimate import estimate_memory
 from workbench.ui.models.qt_model_picker import BUNDLED, QtModelPicker
@@ -26,6 +30,28 @@ def test_recent_models_are_newest_first_without_duplicates(data_dir: Path):
     add_recent("/m/b.gguf")
     add_recent("/m/a.gguf")
     assert load_recent() == ["/m/a.gguf", "/m/b.gguf"]
+
+
+def test_a_full_disk_leaves_the_recent_list_as_it_was(data_dir: Path, monkeypatch):
+    """Issue 12, case 3: a failed write left a 0-byte `recent_models.tmp` beside the list.
+    Now the list is written whole or not at all, and no temporary is left."""
+    add_recent("/m/a.gguf")
+    before = sorted(p.name for p in data_dir.iterdir())
+    fill_the_disk(monkeypatch, budget=0)
+    with pytest.raises(OutputFileError, match="the disk is full"):
+        add_recent("/m/b.gguf")
+    assert sorted(p.name for p in data_dir.iterdir()) == before == ["recent_models.json"]
+    assert load_recent() == ["/m/a.gguf"]
+
+
+def test_the_window_says_when_the_recent_list_cannot_be_saved(qtbot, make_window, monkeypatch):
+    """The model is open all the same; the notice says the list was not updated, and why."""
+    fill_the_disk(monkeypatch, budget=0)
+    window = make_window()
+    assert window.chat.model is not None
+    qtbot.waitUntil(lambda: window.notice.kind == "error", timeout=WAIT)
+    assert "recent models was not updated" in window.notice.text
+    assert "the disk is full" in window.notice.text
 
 
 def test_picker_shows_metadata_and_estimate_before_loading(qtbot, make_window, tmp_path, data_dir):

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.full_disk import fill_the_disk
 from workbench.bench.compare import format_number
 from workbench.bench.figures import FIGURES, RunFigures
 from workbench.bench.stats import pearson_r
@@ -147,7 +148,7 @@ def seed_store(path: Path) -> tuple[int, int]:
     return ids[0], ids[1]
 
 
-def test_runs_list_filters_exports_imports_and_compares(qtbot, run, tmp_path, csvs):
+def test_runs_list_filters_exports_imports_and_compares(qtbot, run, tmp_path, csvs, monkeypatch):
     from workbench.ui.db_worker import AsyncStore
     from workbench.ui.runs.qt_runs_page import QtRunsPage
 
@@ -176,6 +177,16 @@ def test_runs_list_filters_exports_imports_and_compares(qtbot, run, tmp_path, cs
         assert mf.summaries and mf.summaries[0]["tokens"] == N
         assert [r["rss_mib"] for r in mf.rows][GAPS[0]] == -1  # unmeasured stays -1
         assert RunFigures.from_csv(out).estimate(FIGURES[0]) == pytest.approx(entries[1].tok_s)
+
+        # Issue 12, case 11 (a sibling): on a full disk the export is not written, the earlier
+        # export stays, and the status line says why (tests/full_disk.py).
+        with monkeypatch.context() as disk:
+            fill_the_disk(disk, budget=100)
+            assert run(page.export_run(f"run:{chat_id}", out)) is None
+        assert "was not exported" in page.status.text()
+        assert "the disk is full" in page.status.text()
+        assert read_metrics_csv(out).rows == mf.rows
+        assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
 
         imported = run(page.import_csvs([str(csvs[1]), str(UPSTREAM)]))
         assert [e.kind for e in imported] == ["imported", "imported"]

@@ -132,3 +132,98 @@ def test_shift_drag_selects_a_span_and_a_click_clears_it(panel, qtbot) -> None:
     drag(at(20), at(40), Qt.KeyboardModifier.NoModifier)  # the control: a plain drag pans
     assert spans[-1] == (-1, -1) and view_box.viewRange()[0][0] < before[0] - 5
 
+
+
+# ---- axes -----------------------------------------------------------------------------------
+
+
+def big_row(i: int) -> dict[str, float]:
+    """A token on a big, slow machine: memory in tens of GiB, a 12 s token, a 99 % hit rate."""
+    return {**row(i), "wall_ms": 12_000.0 + i, "compute_ms": 11_000.0,
+            "mem_available_mib": 23_522.0, "rss_file_mib": 9_000.0, "cache_hit_pct": 99.0}
+
+
+def drawn_labels(axis) -> set[str]:
+    from PySide6.QtGui import QImage, QPainter
+
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        specs = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return {text for _, _, text in specs[2]} if specs else set()
+
+
+def dropped_labels(axis) -> list[str]:
+    """Major tick labels pyqtgraph left out although their tick is well inside the axis (it
+    drops a label that does not fit the axis' width)."""
+    lo, hi = axis.range
+    length = axis.geometry().height()
+    spacing, values = axis.tickValues(lo, hi, length)[0]
+    strings = axis.tickStrings(values, axis.autoSIPrefixScale * axis.scale, spacing)
+    margin = 12 * (hi - lo) / length  # half a label's height from either end
+    drawn = drawn_labels(axis)
+    return [s for v, s in zip(values, strings, strict=True)
+            if lo + margin < v < hi - margin and s not in drawn]
+
+
+def settle(qtbot) -> None:
+    for _ in range(3):
+        qtbot.wait(20)  # the new ranges reach the axes (no timing is asserted)
+
+
+def test_an_empty_plot_shows_no_made_up_scale(panel, qtbot) -> None:
+    no_data, not_measured = "no data yet", "not measured\n(needs expert streaming)"
+    for key, plot in panel.plots.items():
+        assert not plot.getAxis("left").style["showValues"], key
+        assert drawn_labels(plot.getAxis("left")) == set(), key
+        label = panel._empty_labels[key]
+        assert label.isVisible() and label.toPlainText() == no_data, key
+    panel.begin_turn()
+    for i in range(40):
+        panel.append({**row(i), "read_bytes": -1, "io_ms": -1})  # no streaming: no reads
+    panel.repaint()
+    settle(qtbot)
+    read, wall = panel.plots["read"].getAxis("left"), panel.plots["wall"].getAxis("left")
+    assert panel._empty_labels["read"].toPlainText() == not_measured
+    assert not read.style["showValues"] and drawn_labels(read) == set()
+    assert not panel._empty_labels["wall"].isVisible()
+    assert wall.style["showValues"] and drawn_labels(wall)
+    panel.clear()
+    panel.repaint()
+    assert all(not p.getAxis("left").style["showValues"] for p in panel.plots.values())
+    assert all(label.isVisible() for label in panel._empty_labels.values())
+
+
+def test_axes_show_every_number_and_the_hit_rate_stops_at_100(panel, qtbot) -> None:
+    panel.begin_turn()
+    for i in range(60):
+        panel.append(big_row(i))
+    panel.repaint()
+    settle(qtbot)
+    for key, plot in panel.plots.items():
+        axis = plot.getAxis("left")
+        assert axis.style["showValues"] and drawn_labels(axis), key
+        assert dropped_labels(axis) == [], key
+    # Memory in GiB: two-digit labels, not five-digit MiB.
+    mem = panel.plots["mem"]
+    assert mem.titleLabel.text.endswith("(GiB)") and mem.getAxis("left").scale == 1 / 1024
+    assert max(len(s) for s in drawn_labels(mem.getAxis("left"))) <= 3
+    assert panel.plots["wall"].titleLabel.text.endswith("(ms)")  # the 5-digit ms get room
+    assert panel.plots["hit"].getViewBox().viewRange()[1] == [0.0, 100.0]
+
+
+def test_reads_are_called_flash_reads_only_with_o_direct(panel) -> None:
+    def legend(key: str) -> list[str]:
+        return [label.text for _, label in panel.plots[key].legend.items]
+
+    assert not panel.o_direct  # until a session says otherwise
+    assert panel.plots["read"].titleLabel.text == "Read (page cache) / token (MiB)"
+    assert "read (page cache) or stall" in legend("wall")
+    panel.set_o_direct(True)
+    assert panel.plots["read"].titleLabel.text == "Flash read / token (MiB)"
+    assert "flash I/O or stall" in legend("wall")
+    panel.set_o_direct(False)
+    assert "Flash" not in panel.plots["read"].titleLabel.text
+    assert not any("flash" in name for name in legend("wall"))

@@ -230,3 +230,28 @@ def test_a_polled_event_pipe_gathers_a_stream_into_one_batch():
         return [batch]
 
     assert asyncio.run(main()) == [list(range(10))]
+
+
+def test_axis_units_titles_and_ceilings():
+    import numpy as np
+
+    from workbench.ui.telemetry.series import PLOTS, axis_unit, plot_title, read_terms
+    from workbench.ui.telemetry.view_range import y_ceiling
+
+    assert axis_unit("MiB", 1000.0) == ("MiB", 1.0)
+    assert axis_unit("MiB", 2000.0) == ("GiB", 1 / 1024)
+    assert axis_unit("MiB/s", 5000.0) == ("GiB/s", 1 / 1024)
+    assert axis_unit("ms", 20_000.0) == ("ms", 1.0)
+    hit = next(p for p in PLOTS if p.key == "hit")
+    assert y_ceiling([np.array([99.0])], cap=hit.y_max) == 100.0
+    assert y_ceiling([np.array([99.0])]) == 200.0  # what the cap prevents
+    assert y_ceiling([np.array([np.nan])], cap=100.0) == 1.0
+    read = next(p for p in PLOTS if p.key == "read")
+    assert plot_title(read, o_direct=True) == "Flash read / token (MiB)"
+    assert plot_title(read, o_direct=False) == "Read (page cache) / token (MiB)"
+    assert plot_title(next(p for p in PLOTS if p.key == "mem"), False, "GiB").endswith("(GiB)")
+    assert plot_title(next(p for p in PLOTS if p.key == "faults"), False) == \
+        "Major page faults per token"
+    for o_direct in (True, False):
+        words = " ".join(read_terms(o_direct).values()).lower()
+        assert ("flash" in words) == o_direct

@@ -53,7 +53,7 @@ def test_attribute_names_are_the_engine_contract() -> None:
         "model", "n_ctx", "n_batch", "n_ubatch", "n_threads", "chat_template", "chat_template_file",
         "temp", "top_k", "top_p", "seed", "n_predict", "think", "system_prompt",
         "moe_stream", "cache_mb", "cache_auto", "cache_floor_mb", "cache_ceil_mb", "io_threads",
-        "o_direct", "dense_weights", "n_expert_used"]
+        "o_direct", "dense_weights", "n_expert_used", "kv_pool_mb", "kv_disk_mb"]
 
 
 @pytest.mark.parametrize("s", SETTINGS, ids=lambda s: s.name)
@@ -133,7 +133,7 @@ def test_config_fields_match_the_declarations() -> None:
     changed = [(n, t, dataclasses.field(default=2048) if n == "n_ctx" else d) for n, t, d in fields]
     with pytest.raises(ConfigError, match="n_ctx"):
         C.check_config_class(dataclasses.make_dataclass("Drifted", changed))
-    with pytest.raises(ConfigError, match=r"no field for.*n_expert_used"):
+    with pytest.raises(ConfigError, match=r"no field for.*kv_disk_mb"):
         C.check_config_class(dataclasses.make_dataclass("Short", fields[:-1]))
 
 

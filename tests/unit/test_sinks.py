@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.full_disk import fill_the_disk
+from workbench.atomic_write import OutputFileError
 from workbench.engine.metric_columns import COLUMNS, UPSTREAM_COLUMNS
 from workbench.engine.metrics import ModelIdentity, RunInfo, RunSummary, TokenMetrics
 from workbench.engine.metrics_reader import (
@@ -471,23 +473,27 @@ def test_header_first_file_without_preamble() -> None:
 def test_writer_does_not_flush_per_row(tmp_path: Path) -> None:
     path = tmp_path / "run.csv"
     sink = CsvMetricsSink(path)
+    partial = sink.partial_path  # where the session is written until close() puts it in place
+    assert partial.parent == tmp_path and partial.name.endswith(".partial")
     sink.on_run_info(make_info())
-    after_info = path.stat().st_size
+    after_info = partial.stat().st_size
     assert after_info > 0  # the preamble is on disk at once
 
     for step in range(1, 21):
         sink.on_token(make_token(step, 0, "word"))
-    assert path.stat().st_size == after_info
+    assert partial.stat().st_size == after_info
 
     sink.on_summary(make_summary(0, 20))
-    after_summary = path.stat().st_size
+    after_summary = partial.stat().st_size
     assert after_summary > after_info
-    assert len(read_metrics_csv(path).rows) == 20  # readable while the session is open
+    assert len(read_metrics_csv(partial).rows) == 20  # readable while the session is open
+    assert not path.exists()
 
     sink.on_token(make_token(1, 1, "more"))
-    assert path.stat().st_size == after_summary
+    assert partial.stat().st_size == after_summary
     sink.close()
     sink.close()  # idempotent
+    assert not partial.exists()
     assert path.stat().st_size > after_summary
     assert len(read_metrics_csv(path).rows) == 21
 
@@ -601,3 +607,49 @@ def test_any_pieces_round_trip_through_a_file(
         for i, piece in enumerate(pieces):
             sink.on_token(make_token(i + 1, 0, piece))
     assert [r["piece"] for r in read_metrics_csv(path).rows] == pieces
+
+
+def test_a_metrics_file_that_cannot_be_written_is_refused_at_once(tmp_path: Path) -> None:
+    """Issue 12, case 11: `--csv` to a missing directory or a directory gave a traceback and
+    left a 0-byte file. Now the sink refuses before the session starts, and writes nothing."""
+    with pytest.raises(OutputFileError, match="does not exist: create it first"):
+        CsvMetricsSink(tmp_path / "missing" / "run.csv")
+    with pytest.raises(OutputFileError, match="is a directory"):
+        CsvMetricsSink(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_ends_the_metrics_file_not_the_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12, case 11: a full disk mid-session. The sink never raises on the engine thread
+    (that would end the answer); the partial file goes, the earlier file stays, close() says
+    what happened. ENOSPC: tests/full_disk.py (real bytes on disk, then ENOSPC)."""
+    path = tmp_path / "run.csv"
+    path.write_text("the earlier run\n")
+    fill_the_disk(monkeypatch, budget=16_000)
+    sink = CsvMetricsSink(path, buffer_bytes=4096)
+    sink.on_run_info(make_info())  # the preamble fits in the budget...
+    assert sink.error is None and sink.partial_path.exists()
+    for step in range(1, 200):  # ...the rows do not: the buffer's flush hits the full disk
+        sink.on_token(make_token(step, 0, "word " * 10))
+    sink.on_summary(make_summary(0, 199))
+    assert sink.error is not None
+    assert not sink.partial_path.exists()
+    with pytest.raises(OutputFileError) as caught:
+        sink.close()
+    message = str(caught.value)
+    assert "metrics file" in message and "the disk is full" in message
+    assert "the earlier file of that name is unchanged" in message
+    assert path.read_text() == "the earlier run\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["run.csv"]
+    sink.close()  # said once; a second close is quiet
+
+
+def test_a_discarded_session_leaves_the_earlier_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.csv"
+    path.write_text("the earlier run\n")
+    sink = CsvMetricsSink(path)
+    sink.on_token(make_token(1, 0, "x"))
+    sink.discard()
+    assert path.read_text() == "the earlier run\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["run.csv"]

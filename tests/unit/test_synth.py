@@ -14,6 +14,7 @@ from gguf import GGUFReader, TokenType
 from gguf.constants import GGMLQuantizationType
 from gguf.quants import dequantize
 
+from workbench.atomic_write import OutputFileError
 from workbench.moe.synth import (
     CHATML_TEMPLATE,
     PRESETS,
@@ -335,3 +336,42 @@ def test_invalid_options_are_refused_before_writing(tmp_path, overrides, message
     with pytest.raises(ValueError, match=message):
         write_synthetic_moe(target, **overrides)
     assert not target.exists()
+
+
+def test_split_model_appears_whole_in_its_directory(tmp_path):
+    """The shards are staged and renamed in: only the finished files are in the directory."""
+    files = write_synthetic_moe(tmp_path / "m.gguf", split_max_tensors=20)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in files)
+
+
+def test_a_missing_directory_is_not_created(tmp_path):
+    """Issue 12, case 11: make-model created missing parent directories (anywhere, as root)."""
+    with pytest.raises(OutputFileError, match="does not exist: create it first"):
+        write_synthetic_moe(tmp_path / "new" / "dir" / "m.gguf")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("split", [0, 20])
+def test_a_full_disk_leaves_no_model_behind(tmp_path, monkeypatch, split):
+    """Issue 12, case 11: make-model on a full disk gave a traceback and left a 0-byte file.
+
+    The gguf package's writer opens its files with the builtin open(); here they are real files
+    on a disk that is full after 100 KiB each (tests/full_disk.py), so the first shard fails
+    half-written. Nothing is left, and an earlier model of that name is untouched."""
+    import io
+
+    import gguf.gguf_writer
+
+    from tests.full_disk import FullDisk
+
+    disk = type("FullDisk", (FullDisk,), {"budget": 100 << 10})
+    monkeypatch.setattr(gguf.gguf_writer, "open",
+                        lambda name, mode: io.BufferedWriter(disk(name, mode)), raising=False)
+    earlier = tmp_path / "m.gguf"
+    earlier.write_bytes(b"an earlier model")
+    with pytest.raises(OutputFileError) as caught:
+        write_synthetic_moe(earlier, split_max_tensors=split)
+    assert "the disk is full" in str(caught.value)
+    assert "the earlier file of that name is unchanged" in str(caught.value)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.gguf"]
+    assert earlier.read_bytes() == b"an earlier model"

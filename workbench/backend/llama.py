@@ -295,6 +295,25 @@ class Context:
     def pos_max(self) -> int:
         return int(ll.llama_memory_seq_pos_max(self.memory, 0))
 
+    def seq_state(self) -> bytes:
+        """A copy of sequence 0's state (its KV cells and positions), to restore later."""
+        size = int(ll.llama_state_seq_get_size(self.ptr, 0))
+        buf = (ctypes.c_uint8 * size)()
+        n = int(ll.llama_state_seq_get_data(self.ptr, buf, size, 0))
+        if n <= 0 and size > 0:
+            raise LlamaError("llama.cpp could not copy the sequence state")
+        return ctypes.string_at(buf, n)
+
+    def set_seq_state(self, data: bytes) -> bool:
+        """Replace sequence 0's state with one from `seq_state()`; False if llama.cpp refused
+        it (the memory is then cleared: half a state is never left behind)."""
+        self.clear()
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if int(ll.llama_state_seq_set_data(self.ptr, buf, len(data), 0)) == 0:
+            self.clear()
+            return False
+        return True
+
 
 class Sampler:
     """The sampling chain used when temperature > 0: top-k, top-p, temperature, seeded draw."""

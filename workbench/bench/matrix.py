@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.atomic_write import OutputFileError, explain, write_text_atomic
 from workbench.bench.arms import ArmError, check_arms
 from workbench.bench.compare import CompareTable, RunGroup, compare_arms, format_table
 from workbench.bench.figures import RunFigures
@@ -73,6 +74,9 @@ class MatrixPlan:
     fresh_process: bool = False
     cold: bool = False
     trim: int = 0  # warm-up tokens left out of every turn in the table
+    # Create out_dir's missing parents too: only for the default location, under the data
+    # directory, which is the app's. A directory the user names must have an existing parent.
+    make_parents: bool = False
 
     def configs(self) -> dict[str, Config]:
         """Every arm's config, validated before anything runs (ArmError, or PresetError)."""
@@ -145,8 +149,7 @@ def generate_all(config: Config, prompts: list[str], csv_path: Path) -> int:
     from workbench.engine.session import Session
     from workbench.engine.sinks import CsvMetricsSink
 
-    csv_path.parent.mkdir(parents=True, exist_ok=True)
-    with CsvMetricsSink(csv_path) as sink:
+    with CsvMetricsSink(csv_path) as sink:  # its directory: made by run_matrix
         try:
             session = Session.open(config, sink=sink)
         except SessionError as exc:
@@ -186,7 +189,8 @@ def _write_manifest(plan: MatrixPlan, configs: dict[str, Config], runs: list[Run
         "runs": [{"arm": r.arm, "repeat": r.repeat, "path": r.path.name,
                   "n_generated": r.n_generated} for r in runs],
     }
-    (plan.out_dir / "matrix.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    write_text_atomic(plan.out_dir / "matrix.json",
+                      json.dumps(manifest, indent=2, default=str) + "\n")
 
 
 def arms_from_runs(plan: MatrixPlan, runs: list[RunRecord]) -> list[RunGroup]:
@@ -212,9 +216,9 @@ def run_matrix(
     when a run fails.
     """
     configs = plan.configs()
-    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    _make_out_dir(plan)
     prompts_file = plan.out_dir / "prompts.json"  # what the fresh-process worker reads
-    prompts_file.write_text(json.dumps(plan.prompts, ensure_ascii=False, indent=1) + "\n")
+    write_text_atomic(prompts_file, json.dumps(plan.prompts, ensure_ascii=False, indent=1) + "\n")
     schedule = plan.schedule()
     measured: list[RunRecord] = []
     warmups: list[RunRecord] = []
@@ -242,8 +246,29 @@ def run_matrix(
     _write_manifest(plan, configs, measured)
     table = compare_arms(arms_from_runs(plan, measured), seed=plan.seed)
     result = MatrixResult(plan, measured, warmups, table)
-    (plan.out_dir / "compare.txt").write_text(result.text)
+    write_text_atomic(plan.out_dir / "compare.txt", result.text)
     return result
+
+
+def _make_out_dir(plan: MatrixPlan) -> None:
+    """The output directory (and its warmup/): made here, because the user asked for it by
+    name; its parent must exist unless the plan is at the app's default location."""
+    out = plan.out_dir
+    if out.exists() and not out.is_dir():
+        raise OutputFileError(f"{out} is a file: give a directory for the matrix's files")
+    try:
+        if plan.make_parents:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        elif not out.parent.is_dir():
+            raise OutputFileError(f"the directory {out.parent} does not exist: create it "
+                                  "first, or choose another output directory")
+        out.mkdir(exist_ok=True)
+        if plan.warmup:
+            (out / "warmup").mkdir(exist_ok=True)
+    except OutputFileError:
+        raise
+    except OSError as exc:
+        raise explain(exc, out) from exc
 
 
 def _worker(argv: list[str]) -> int:

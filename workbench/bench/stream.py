@@ -39,10 +39,10 @@ def bench_model(gib: float, seed: int = 0) -> Path:
     """A bench-size synthetic MoE of about `gib` GiB of experts, generated once and cached."""
     out = cache_dir() / "bench" / f"synthetic-moe-{gib:g}g-seed{seed}.gguf"
     if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_suffix(".partial.gguf")
-        write_synthetic_moe(partial, arch="qwen3moe", size="bench", seed=seed, target_gib=gib)
-        partial.rename(out)
+        out.parent.mkdir(parents=True, exist_ok=True)  # the cache directory is ours
+        # Whole or absent (written under a temporary name): an interrupted generation is never
+        # mistaken for the cached model next time.
+        write_synthetic_moe(out, arch="qwen3moe", size="bench", seed=seed, target_gib=gib)
     return out
 
 

@@ -41,6 +41,26 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
                         help="memory bench: what the automatic cache leaves free")
     stream.set_defaults(run=run_stream_cmd)
 
+    kv = kinds.add_parser("kv", help="time to first token with conversations' KV states kept "
+                                     "(memory, disk) vs re-read")
+    add_arguments(kv)
+    kv.add_argument("--repeats", type=int, default=5, help="pairs per comparison, interleaved")
+    kv.add_argument("--history-tokens", type=int, default=2000,
+                    help="length of each conversation (tokens)")
+    kv.set_defaults(run=run_kv_cmd)
+
+
+def run_kv_cmd(args: argparse.Namespace) -> int:
+    from workbench.bench.kv import format_report, run_kv
+
+    config = config_from_args(args, Config(n_threads=2))
+    report = run_kv(config, repeats=args.repeats, history_tokens=args.history_tokens,
+                    log=lambda line: print(line, file=sys.stderr, flush=True))
+    for line in format_report(report):
+        print(line)
+    print(report.last_line())
+    return 0
+
 
 def run_overhead_cmd(args: argparse.Namespace) -> int:
     from workbench.bench.overhead import run_overhead
@@ -110,7 +130,8 @@ def add_matrix_parser(kinds: argparse._SubParsersAction) -> None:
     matrix.add_argument("--trim", type=int, default=0, metavar="N",
                         help="leave the first N tokens of every turn out of the table (0)")
     matrix.add_argument("-o", "--out", type=Path, metavar="DIR",
-                        help="output directory (default: a new one under the data directory)")
+                        help="output directory, made if missing (its parent must exist; "
+                             "default: a new one under the data directory)")
     add_arguments(matrix)
     matrix.set_defaults(run=run_matrix_cmd)
 
@@ -136,6 +157,7 @@ def run_matrix_cmd(args: argparse.Namespace) -> int:
             base=config_from_args(args, default_base()), repeats=args.repeats,
             warmup=args.warmup, order=args.order, seed=args.order_seed,
             fresh_process=args.fresh_process, cold=args.cold, trim=args.trim,
+            make_parents=args.out is None,  # the default is under the data directory: ours
         )
         result = run_matrix(plan, log=log)
     except (PresetError, ArmError, OSError) as exc:

@@ -11,7 +11,8 @@ import argparse
 import json
 import sys
 import threading
-from typing import TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
 
 from workbench.cli.engine_thread import EngineThread
 from workbench.config import Config
@@ -19,24 +20,77 @@ from workbench.config_cli import add_arguments, config_from_args
 from workbench.engine.metrics import UNMEASURED, RunSummary
 from workbench.engine.requests import GenerateRequest, GenerateResult, TokenEvent
 
+if TYPE_CHECKING:
+    from workbench.engine.sinks import CsvMetricsSink
+
 
 def add_chat_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("chat", help="chat with a model on the terminal")
     add_arguments(p)
     p.add_argument("-p", "--prompt", help="one-shot: send this text, print the answer, exit")
-    p.add_argument("--csv", metavar="FILE", help="write per-token metrics to FILE")
+    p.add_argument("--csv", metavar="FILE",
+                   help="write per-token metrics to FILE (its directory must exist; FILE "
+                        "appears, whole, when the chat ends)")
     p.add_argument("--progress", action="store_true",
                    help="print one JSON line per token to stderr")
     p.set_defaults(run=run_chat)
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    from workbench.engine.requests import SessionError
-    from workbench.engine.session import Session
+    from workbench.atomic_write import OutputFileError
     from workbench.engine.sinks import CsvMetricsSink
 
     config = config_from_args(args, Config())
-    sink = CsvMetricsSink(args.csv) if args.csv else None
+    try:
+        # Before the load: a --csv that cannot be written is refused in a second, not after.
+        sink = CsvMetricsSink(args.csv) if args.csv else None
+    except OutputFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    metrics = _MetricsFile(sink)
+    try:
+        code = _chat(args, config, metrics)
+    except BaseException:
+        metrics.close(1)
+        raise
+    return metrics.close(code)
+
+
+class _MetricsFile:
+    """The --csv sink, if any: its failure is reported once, as soon as a turn shows it, and
+    makes the exit code non-zero; the chat itself goes on."""
+
+    def __init__(self, sink: CsvMetricsSink | None) -> None:
+        self.sink = sink
+        self.reported = False
+
+    def check(self) -> None:
+        if self.sink is not None and self.sink.error is not None and not self.reported:
+            self.reported = True
+            print(f"error: {self.sink.error}", file=sys.stderr)
+
+    def discard(self, why: str) -> None:
+        if self.sink is not None:
+            self.sink.discard()
+            print(f"note: {self.sink.path} was not written ({why})", file=sys.stderr)
+
+    def close(self, code: int) -> int:
+        from workbench.atomic_write import OutputFileError
+
+        if self.sink is None:
+            return code
+        try:
+            self.sink.close()
+        except OutputFileError:
+            self.check()
+            return code or 1
+        return code
+
+
+def _chat(args: argparse.Namespace, config: Config, metrics: _MetricsFile) -> int:
+    from workbench.engine.requests import SessionError
+    from workbench.engine.session import Session
+
     engine = EngineThread()
     cancel_load = threading.Event()
 
@@ -47,7 +101,8 @@ def run_chat(args: argparse.Namespace) -> int:
 
     def load() -> Session:
         # Returning False from the progress callback makes llama.cpp abandon the load.
-        return Session.open(config, sink=sink, progress=lambda _f: not cancel_load.is_set())
+        return Session.open(config, sink=metrics.sink,
+                            progress=lambda _f: not cancel_load.is_set())
 
     try:
         try:
@@ -55,12 +110,15 @@ def run_chat(args: argparse.Namespace) -> int:
         except SessionError as exc:
             if cancel_load.is_set():
                 print("loading was cancelled; nothing was loaded", file=sys.stderr)
+                metrics.discard("the load was cancelled")
                 return 130
             print(f"error: {exc}", file=sys.stderr)
+            metrics.discard("the model did not load")
             return 1
         if cancel_load.is_set():  # Ctrl-C after the last progress call: the load finished
             engine.call(session.close, lambda: None)
             print("loading was cancelled", file=sys.stderr)
+            metrics.discard("the load was cancelled")
             return 130
         for warning in session.warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -69,17 +127,17 @@ def run_chat(args: argparse.Namespace) -> int:
         try:
             if args.prompt is not None:
                 result = _turn(engine, session, GenerateRequest(text=args.prompt), args.progress)
+                metrics.check()
                 return 0 if result.ok or result.stopped else 1
-            return _interactive(engine, session, args.progress)
+            return _interactive(engine, session, args.progress, metrics.check)
         finally:
             engine.call(session.close, lambda: None)
     finally:
         engine.stop()
-        if sink is not None:
-            sink.close()
 
 
-def _interactive(engine: EngineThread, session, progress: bool) -> int:
+def _interactive(engine: EngineThread, session, progress: bool,
+                 after_turn: Callable[[], None]) -> int:
     model = session.run_info.model.name
     print(f"{model} ready ({session.run_info.arch}, context {session.n_ctx}). "
           "Ctrl-C stops an answer; /new starts a new chat; Ctrl-D or /quit leaves.",
@@ -98,6 +156,7 @@ def _interactive(engine: EngineThread, session, progress: bool) -> int:
             print("(new chat)", file=sys.stderr)
             continue
         _turn(engine, session, GenerateRequest(text=text, new_chat=new_chat), progress)
+        after_turn()
         new_chat = False
 
 

@@ -37,7 +37,8 @@ def add_make_model_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--arch", choices=ARCHES, default="qwen3moe")
     p.add_argument("--size", choices=SIZES, default="tiny")
-    p.add_argument("-o", "--output", required=True, type=Path, help="GGUF file to write")
+    p.add_argument("-o", "--output", required=True, type=Path,
+                   help="GGUF file to write (its directory must exist)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--split-max-tensors", type=int, default=0, metavar="N",
                    help="write a split model with at most N tensors per shard")
@@ -65,7 +66,7 @@ def run_make_model(args: argparse.Namespace) -> int:
     try:
         paths = write_synthetic_moe(args.output, arch=args.arch, size=args.size, seed=args.seed,
                                     **overrides)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:  # OutputFileError: full disk, missing directory, ...
         print(f"error: {exc}", file=sys.stderr)
         return 1
     total = sum(p.stat().st_size for p in paths)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from workbench.config import Config
@@ -27,7 +28,8 @@ def add_window_parser(sub: argparse._SubParsersAction) -> None:
 def add_screenshot_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("screenshot", help="render the window after a real short chat to a PNG")
     add_arguments(p)
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.png")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.png",
+                   help="the picture to write (its directory must exist)")
     p.add_argument("--width", type=int, default=1440)
     p.add_argument("--height", type=int, default=900)
     p.add_argument("--keep-data", action="store_true",
@@ -57,15 +59,25 @@ def run_window_cmd(args: argparse.Namespace) -> int:
 def run_screenshot_cmd(args: argparse.Namespace) -> int:
     import tempfile
 
+    from workbench.atomic_write import OutputFileError, check_output_path
     from workbench.ui.qt_app import run_window
     from workbench.ui.qt_screenshot import take_screenshot
 
     config = config_from_args(args, Config().replace(n_predict=80))
     out: Path = args.output
+    try:
+        check_output_path(out)  # before the window opens and chats for a minute
+    except OutputFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
     async def script(window) -> int:
-        await take_screenshot(window, out, SCREENSHOT_CHATS, (args.width, args.height),
-                              args.front)
+        try:
+            await take_screenshot(window, out, SCREENSHOT_CHATS, (args.width, args.height),
+                                  args.front)
+        except OutputFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         print(f"wrote {out} ({out.stat().st_size // 1024} KiB)")
         return 0
 

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from workbench.atomic_write import write_text_atomic
 from workbench.engine.metric_columns import SPECS, Column, Source
 from workbench.engine.summary_keys import KEYS, LEFT_OUT_UPSTREAM
 
@@ -124,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     current = render(committed)
     if args.write:
         if current != committed:
-            DOCS.write_text(current, encoding="utf-8")
+            write_text_atomic(DOCS, current)
         return 0
     if args.check:
         if current != committed:

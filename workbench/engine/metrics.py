@@ -99,6 +99,11 @@ class RunSummary:
     layer_demand_mib: float = UNMEASURED
     experts_routed: int = -1
     experts_dropped: int = -1
+    # How the prompt was served: "fresh" (all prefilled), "memory" (the KV in the context or
+    # restored from the pool), "disk" (restored from a spill file); the restore's time, which
+    # TTFT includes (unmeasured when nothing was restored).
+    kv_source: str = ""
+    kv_restore_seconds: float = UNMEASURED
 
     @property
     def s_per_token(self) -> float:

@@ -14,6 +14,20 @@ class SessionError(RuntimeError):
     """A session could not open or change; the message says what happened and what to do."""
 
 
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """What sending a draft would cost before its first token, from the KV state kept for its
+    conversation and this session's measured prefill rate."""
+
+    n_prompt: int  # tokens of the whole prompt the draft makes
+    n_reused: int  # of those, already held (in the context or kept for the conversation)
+    seconds: float  # expected prefill time; -1 until this session has measured a rate
+
+    @property
+    def n_to_process(self) -> int:
+        return self.n_prompt - self.n_reused
+
+
 class StopReason(StrEnum):
     EOS = "eos"  # the model ended its turn
     LENGTH = "length"  # tokens-to-generate reached
@@ -28,6 +42,9 @@ class GenerateRequest:
     n_predict: int | None = None  # None: the session's configured tokens-to-generate
     think: bool | None = None  # None: the session's configured thinking switch
     new_chat: bool = False  # forget the conversation (and its KV) before this turn
+    # The conversation this turn belongs to (its id in the store): its KV state is kept in the
+    # session's pool while others use the context. None: no pool (the CLI's one conversation).
+    conversation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,9 @@ from workbench.engine.chat.fallback import fallback_template
 from workbench.engine.chat.history import assistant_history_message, find_divergence
 from workbench.engine.chat.template import ChatTemplate
 from workbench.engine.chat.think import ThinkControl, probe_think_control
-from workbench.engine.kv_memory import KvMemory
-from workbench.engine.metrics import RunInfo
+from workbench.engine.kv_memory import KvMemory, common_prefix
+from workbench.engine.kv_pool import KvPool, PooledState, make_pool, pool_budget_bytes
+from workbench.engine.metrics import UNMEASURED, RunInfo
 from workbench.engine.model_setup import (
     build_run_info,
     default_model,
@@ -30,7 +31,13 @@ from workbench.engine.model_setup import (
 )
 from workbench.engine.probes import MemoryProbe
 from workbench.engine.prompt import Message, PromptBuilder
-from workbench.engine.requests import GenerateRequest, GenerateResult, SessionError, StopReason
+from workbench.engine.requests import (
+    Forecast,
+    GenerateRequest,
+    GenerateResult,
+    SessionError,
+    StopReason,
+)
 from workbench.engine.sinks import Sink
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
@@ -41,6 +48,8 @@ from workbench.moe.streamer import StreamerError
 __all__ = ["Session", "SessionError"]
 
 log = logging.getLogger("workbench.session")
+
+MIN_RATE_TOKENS = 16  # prompt tokens a turn must read to count towards the prefill rate
 
 class Session:
     """Owns one model, one context and the conversation it holds."""
@@ -67,6 +76,10 @@ class Session:
         self._busy = threading.Lock()  # held by generate(); close() waits for it
         self._turn_index = 0
         self._run_info_sent = False
+        self._pool = KvPool(0)
+        self._owner: str | None = None  # the conversation whose KV the context holds
+        self._owner_state: PooledState | None = None  # its pool entry, checked out
+        self._prefilled = (0, 0.0)  # prompt tokens read and their seconds (for forecasts)
         # Text the KV memory holds after the last completed chat turn (to explain re-prefills).
         self._kv_text = ""
         self._kv_text_had_reasoning = False
@@ -81,11 +94,14 @@ class Session:
         sink: Sink | None = None,
         progress: Callable[[float], bool] | None = None,
         trace_routing: bool = False,
+        kv_dir: Path | None = None,
     ) -> Session:
         """Validate, load the model and create the context. Raises SessionError.
 
         `progress` gets the load fraction and may return False to cancel the load.
-        `trace_routing` records every layer's routed experts while streaming (tests, replay)."""
+        `trace_routing` records every layer's routed experts while streaming (tests, replay).
+        `kv_dir` is where conversations' KV states are kept across restarts (None: memory only).
+        """
         problems = validate(config)
         if problems:
             raise SessionError("; ".join(p.message for p in problems))
@@ -106,6 +122,7 @@ class Session:
         self.load_seconds = time.perf_counter() - started
         self.run_info = build_run_info(path, self._model, self.facts, self.config,
                                        self._template is not None, self._resolved_settings())
+        self._pool = make_pool(self.config, self.run_info, kv_dir)
         return self
 
     def _load(self, path: Path, progress: Callable[[float], bool] | None, trace: bool) -> None:
@@ -168,9 +185,13 @@ class Session:
 
         The streamer goes after the context (which calls into it) and before the model (whose
         tensors it rebound and now restores). Called while a generation runs on another thread,
-        it cancels that generation and waits for it: nothing is freed under a live decode."""
+        it cancels that generation and waits for it: nothing is freed under a live decode.
+        Conversations' KV states go to the disk spill first, so a restart restores them."""
         self.cancel()
         with self._busy:
+            if self._ctx is not None:
+                self._leave_context()
+                self._pool.close()
             self._free()
 
     def _free(self) -> None:
@@ -227,6 +248,9 @@ class Session:
         if problems:
             raise SessionError("; ".join(p.message for p in problems))
         self.config = config.replace(model=self.config.model)
+        self._pool.set_budget(pool_budget_bytes(self.config.kv_pool_mb))
+        if self._pool.spill is not None:
+            self._pool.spill.budget_bytes = self.config.kv_disk_mb << 20
         self._rebuild_sampler()
         self.run_info.settings = self._resolved_settings()
         self._run_info_sent = False
@@ -328,9 +352,17 @@ class Session:
             )
         turn = Turn(index=self._turn_index, prompt=prompt, n_predict=n_predict,
                     started_ns=started_ns)
+        restored, restore_s = self._switch_to(request.conversation)
         reprefill_reason = self._reprefill_reason(prompt.text)
         turn.n_common = self._kv.reuse_prefix(prompt.tokens)
         result = self._turn_loop().run(turn, on_token, on_prefill)
+        if result.summary is not None:
+            result.summary.kv_source = restored or ("memory" if turn.n_common else "fresh")
+            result.summary.kv_restore_seconds = restore_s
+            if result.summary.n_prompt >= MIN_RATE_TOKENS:  # a few tokens time mostly overhead
+                tokens, seconds = self._prefilled
+                self._prefilled = (tokens + result.summary.n_prompt,
+                                   seconds + result.summary.prefill_seconds)
         self._after_turn(turn, result)
         result.notes.extend(prompt.notes)
         result.reprefill_reason = reprefill_reason
@@ -361,8 +393,88 @@ class Session:
         assert ctx is not None
         return self._sampler.sample(ctx) if self._sampler is not None else ctx.argmax()
 
+    # ---- the KV pool: one conversation in the context, the others kept aside ----------------
+
+    def _switch_to(self, conversation: str | None) -> tuple[str, float]:
+        """Give the context to `conversation`; ("memory"/"disk", seconds) when its state was
+        restored from the pool, ("", -1) when it was already there or had none."""
+        if conversation == self._owner:
+            return "", UNMEASURED
+        started = time.perf_counter()
+        self._leave_context()
+        self._owner = conversation
+        got = self._pool.checkout(conversation) if conversation is not None else None
+        if got is None:
+            return "", UNMEASURED
+        state, where = got
+        assert self._ctx is not None and self._kv is not None and state.data is not None
+        if not self._ctx.set_seq_state(state.data):
+            log.warning("llama.cpp refused the kept state of conversation %s; re-reading it",
+                        conversation)
+            self._pool.release(state)
+            self._pool.discard(conversation)
+            return "", UNMEASURED
+        self._kv.tokens[:] = state.tokens
+        self._owner_state = state
+        return where, time.perf_counter() - started
+
+    def _leave_context(self) -> None:
+        """The conversation in the context steps aside: its state goes to the pool."""
+        assert self._ctx is not None and self._kv is not None
+        if self._owner is not None and self._kv.tokens:
+            self._pool.put(self._owner, self._kv.tokens, self._ctx.seq_state())
+        elif self._owner_state is not None:
+            self._pool.release(self._owner_state)
+        self._owner_state = None
+        self._kv.clear()
+        self._kv_text = ""
+
+    def forecast(self, history: list[Message], text: str,
+                 conversation: str | None = None) -> Forecast:
+        """What `text` sent after `history` in `conversation` would cost to read, exactly as a
+        turn would count it (the same prompt, the same prefix rule), without changing anything.
+        """
+        assert self._prompts is not None and self._kv is not None
+        prompt = self._prompts.build(history, text, think=self.config.think,
+                                     system_prompt=self.config.system_prompt)
+        if conversation == self._owner:
+            held = self._kv.tokens
+        else:
+            kept = self._pool.get(conversation) if conversation is not None else None
+            held = kept.tokens if kept is not None else self._spilled_tokens(conversation)
+        n_reused = common_prefix(held, prompt.tokens)
+        rate = self._prefill_rate()
+        to_read = len(prompt.tokens) - n_reused
+        return Forecast(len(prompt.tokens), n_reused, to_read / rate if rate > 0 else UNMEASURED)
+
+    def _spilled_tokens(self, conversation: str | None) -> list[int]:
+        spill = self._pool.spill
+        if conversation is None or spill is None:
+            return []
+        return spill.peek_tokens(conversation)
+
+    def _prefill_rate(self) -> float:
+        """Prompt tokens per second over this session's turns that read enough to measure."""
+        tokens, seconds = self._prefilled
+        return tokens / seconds if seconds > 0 else UNMEASURED
+
+    @property
+    def kv_pool(self) -> KvPool:
+        return self._pool
+
+    @property
+    def kv_owner(self) -> str | None:
+        return self._owner
+
     def _after_turn(self, turn: Turn, result: GenerateResult) -> None:
         """What a finished turn changes in the conversation; an unfinished one changes none."""
+        if result.stop_reason is StopReason.ERROR and self._owner is not None:
+            # A failed decode discarded the KV: this conversation's kept state goes too (the
+            # others are untouched).
+            if self._owner_state is not None:
+                self._pool.release(self._owner_state)
+                self._owner_state = None
+            self._pool.discard(self._owner)
         if result.stop_reason in (StopReason.STOPPED, StopReason.ERROR):
             # The KV now holds less than the last turn's text: no explanation beats a wrong one.
             self._kv_text = ""

@@ -8,14 +8,15 @@ summary_keys.py); its reader is metrics_reader.py.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
+from workbench.atomic_write import AtomicFile, OutputFileError, explain
 from workbench.engine.metric_columns import COLUMNS
 from workbench.engine.metrics import RunInfo, RunSummary, TokenMetrics
 from workbench.engine.metrics_syntax import FORMAT_V2
@@ -34,29 +35,35 @@ class Sink(Protocol):
 
 
 class CsvMetricsSink:
-    """Writes one session to a ``bmoe_metrics v2`` file (truncating it, as upstream does).
+    """Writes one session to a ``bmoe_metrics v2`` file, which appears whole when it is closed.
 
     Call order: on_run_info once (optional, but before any token), then tokens and one summary
     per turn, then close. Rows stay in a large buffer until the turn's summary or close, so a
     token costs a format and a memcpy, not a system call.
+
+    The file is written under a temporary name beside `path` (`partial_path`, readable while the
+    session runs) and renamed over `path` by close(), so an earlier file of that name is replaced
+    only by a complete one (atomic_write.AtomicFile). A bad `path` (missing directory, a
+    directory) raises OutputFileError at once. A write that fails later (a full disk) never
+    raises on the engine thread, which would end the answer: the temporary is removed, `error`
+    says what happened, later calls are ignored, and close() raises the error. `discard()` drops
+    the session (a model that failed to load) and leaves any earlier file as it was.
     """
 
     def __init__(self, path: str | os.PathLike[str], buffer_bytes: int = 1 << 20) -> None:
-        self.path = Path(path)
         # errors="backslashreplace": text that cannot be UTF-8 (lone surrogates outside the
         # piece column, which escapes its own) must not raise on the engine thread.
-        self._file = open(  # noqa: SIM115 - the sink owns the file until close()
-            self.path,
-            "w",
-            encoding="utf-8",
-            errors="backslashreplace",
-            newline="",
-            buffering=buffer_bytes,
-        )
+        self._out = AtomicFile(path, "w", encoding="utf-8", errors="backslashreplace",
+                               newline="", buffering=buffer_bytes)
+        self.path = self._out.path
+        self.partial_path = self._out.partial_path
+        self.error: OutputFileError | None = None
+        self._file = self._out.file
         self._csv = csv.writer(self._file, lineterminator="\n")
-        self._file.write(f"# {FORMAT_V2}\n")
         self._header_written = False
         self._has_run_info = False
+        self._raised = False
+        self._guarded(lambda: self._file.write(f"# {FORMAT_V2}\n"))
 
     def on_run_info(self, info: RunInfo) -> None:
         if self._has_run_info:
@@ -64,30 +71,65 @@ class CsvMetricsSink:
         if self._header_written:
             raise ValueError("run info must come before the first token or summary")
         self._has_run_info = True
-        self._file.write("".join(line + "\n" for line in preamble_lines(info)))
-        self._write_header()
-        # Flushed at once: a session that dies during its first turn still says what it was.
-        self._file.flush()
+
+        def write() -> None:
+            self._file.write("".join(line + "\n" for line in preamble_lines(info)))
+            self._write_header()
+            # Flushed at once: a session that dies during its first turn still says what it was.
+            self._file.flush()
+
+        self._guarded(write)
 
     def on_token(self, m: TokenMetrics) -> None:
-        if not self._header_written:
-            self._write_header()
-        self._csv.writerow(row_fields(m))
-
-    def on_summary(self, s: RunSummary) -> None:
-        if not self._header_written:
-            self._write_header()
-        self._file.write(summary_line(s) + "\n")
-        self._file.flush()
-
-    def close(self) -> None:
-        if self._file.closed:
+        if self.error is not None:
             return
         try:
             if not self._header_written:
-                self._write_header()  # even an empty session is a readable file
-        finally:
-            self._file.close()
+                self._write_header()
+            self._csv.writerow(row_fields(m))
+        except OSError as exc:
+            self._fail(exc)
+
+    def on_summary(self, s: RunSummary) -> None:
+        def write() -> None:
+            if not self._header_written:
+                self._write_header()
+            self._file.write(summary_line(s) + "\n")
+            self._file.flush()
+
+        self._guarded(write)
+
+    def close(self) -> None:
+        """Put the file in place; raises OutputFileError (once) if it could not be written."""
+        if self.error is None and not self._out.closed:
+            if not self._header_written:
+                self._guarded(self._write_header)  # even an empty session is a readable file
+            if self.error is None:
+                try:
+                    self._out.commit()
+                except OutputFileError as exc:
+                    self.error = exc
+        if self.error is not None and not self._raised:
+            self._raised = True
+            raise self.error
+
+    def discard(self) -> None:
+        """Write nothing: the temporary goes, an earlier file at `path` stays as it was."""
+        self._out.discard()
+
+    def _guarded(self, write: Callable[[], None]) -> None:
+        if self.error is not None:
+            return
+        try:
+            write()
+        except OSError as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        self._out.discard()
+        base = explain(exc, self.path)
+        self.error = OutputFileError(f"metrics file: {base} The chat goes on, unrecorded.",
+                                     base.errno)
 
     def _write_header(self) -> None:
         self._csv.writerow(COLUMNS)
@@ -102,7 +144,13 @@ class CsvMetricsSink:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        if exc is None:
+            self.close()
+            return
+        # What was written is kept, as it always was. The body's exception is the one to see: a
+        # failure to write the file too must not replace it.
+        with contextlib.suppress(OutputFileError):
+            self.close()
 
 
 class FanoutSink:

@@ -74,6 +74,13 @@ KEYS: tuple[SummaryKey, ...] = (
                upstream=False),
     SummaryKey("stop_reason", _TEXT, "stop_reason", "`eos`, `length`, `stopped` or `error`",
                upstream=False),
+    SummaryKey("kv_source", _TEXT, "kv_source",
+               "how the prompt was served: `fresh` (all read), `memory` (the conversation's KV "
+               "in the context or restored from the pool) or `disk` (restored from its file)",
+               upstream=False),
+    SummaryKey("kv_restore_s", "%.4f", "kv_restore_seconds",
+               "time to restore the conversation's KV state (TTFT includes it); -1 when none "
+               "was restored", upstream=False),
 )
 
 BY_KEY: dict[str, SummaryKey] = {k.key: k for k in KEYS}

@@ -17,6 +17,7 @@ Only the standard library, numpy and the `gguf` package are used: no llama.cpp i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import zlib
@@ -28,6 +29,8 @@ from typing import Any
 import numpy as np
 from gguf import GGUFWriter, TokenType
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
+
+from workbench.atomic_write import StagedFiles
 
 ARCHES: tuple[str, ...] = ("qwen3moe", "gemma4")
 SIZES: tuple[str, ...] = ("tiny", "bench")
@@ -174,55 +177,73 @@ def write_synthetic_moe(
 
 def write_spec(path: str | Path, spec: SynthSpec, seed: int = 0) -> list[Path]:
     """Write the model `spec` describes. Tensors are generated and written one slice at a time,
-    so a multi-GiB bench model needs only one expert's worth of memory."""
+    so a multi-GiB bench model needs only one expert's worth of memory.
+
+    The files appear whole or not at all: they are written in a hidden directory beside `path`
+    and renamed into place at the end (atomic_write.StagedFiles). `path`'s directory must exist;
+    a full disk or any other write failure is an OutputFileError and leaves nothing behind.
+    """
     _validate(spec)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     plans = _tensor_plans(spec)
-
-    writer = GGUFWriter(
-        path,
-        spec.arch,
-        split_max_tensors=spec.split_max_tensors,
-        # Metadata alone in shard 1, like the upstream's split models: a reader must then follow
-        # the shards to find any tensor at all.
-        small_first_shard=spec.split_max_tensors > 0,
-    )
-    _add_metadata(writer, spec)
-    for plan in plans:
-        writer.add_tensor_info(
-            plan.name,
-            plan.shape,
-            np.dtype(np.float32),
-            _nbytes(plan.shape, plan.ggml_type),
-            raw_dtype=GGMLQuantizationType[plan.ggml_type],
+    with StagedFiles(path) as stage:
+        writer = GGUFWriter(
+            stage.target,
+            spec.arch,
+            split_max_tensors=spec.split_max_tensors,
+            # Metadata alone in shard 1, like the upstream's split models: a reader must then
+            # follow the shards to find any tensor at all.
+            small_first_shard=spec.split_max_tensors > 0,
         )
-    by_name = {plan.name: plan for plan in plans}
-    files = writer.format_shard_names(path)
-    try:
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        assert writer.fout is not None
-        # The writer keeps each shard's tensor infos in file order; stream the data ourselves so
-        # no tensor has to be held whole in memory.
-        for fout, shard in zip(writer.fout, writer.tensors, strict=True):
-            writer.write_padding(fout, fout.tell())
-            for name, info in shard.items():
-                written = 0
-                for chunk in _tensor_chunks(by_name[name], spec, seed):
-                    chunk.tofile(fout)
-                    written += chunk.nbytes
-                if written != info.nbytes:
-                    raise AssertionError(f"{name}: wrote {written} bytes, planned {info.nbytes}")
-                writer.write_padding(fout, written)
-        writer.close()
-    except BaseException:
-        writer.close()
-        for f in files:
-            f.unlink(missing_ok=True)
-        raise
-    return files
+        _add_metadata(writer, spec)
+        for plan in plans:
+            writer.add_tensor_info(
+                plan.name,
+                plan.shape,
+                np.dtype(np.float32),
+                _nbytes(plan.shape, plan.ggml_type),
+                raw_dtype=GGMLQuantizationType[plan.ggml_type],
+            )
+        files = writer.format_shard_names(stage.target)
+        try:
+            _write_files(writer, {plan.name: plan for plan in plans}, spec, seed)
+            writer.close()  # the last flush: a full disk can show here too
+        except BaseException:
+            _close_quietly(writer)
+            raise
+        return stage.commit(files)
+
+
+def _write_files(writer: GGUFWriter, by_name: dict[str, _Plan], spec: SynthSpec,
+                 seed: int) -> None:
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    assert writer.fout is not None
+    # The writer keeps each shard's tensor infos in file order; stream the data ourselves so
+    # no tensor has to be held whole in memory.
+    for fout, shard in zip(writer.fout, writer.tensors, strict=True):
+        writer.write_padding(fout, fout.tell())
+        for name, info in shard.items():
+            written = 0
+            for chunk in _tensor_chunks(by_name[name], spec, seed):
+                # fout.write, not chunk.tofile: tofile writes below the file object and reports
+                # a full disk as "N requested and M written", without the errno that lets the
+                # message say what happened. A large write goes straight through, uncopied.
+                fout.write(np.ascontiguousarray(chunk).data)
+                written += chunk.nbytes
+            if written != info.nbytes:
+                raise AssertionError(f"{name}: wrote {written} bytes, planned {info.nbytes}")
+            writer.write_padding(fout, written)
+
+
+def _close_quietly(writer: GGUFWriter) -> None:
+    """Close every shard even if one's final flush fails (the files are being thrown away);
+    GGUFWriter.close() stops at the first error and would leave the others open."""
+    for fout in writer.fout or ():
+        with contextlib.suppress(OSError):
+            fout.close()
+    writer.fout = None
 
 
 # --- the tensor plan ------------------------------------------------------------------------

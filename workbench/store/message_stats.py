@@ -35,6 +35,8 @@ class MessageStats:
     think_s: float | None = None  # reasoning time from the engine's per-token timings (s)
     run_id: int | None = None  # the run holding this answer's per-token rows
     x_start: int | None = None  # token index (across the conversation's turns) of the first
+    # How the prompt was served: "fresh", "memory" (the conversation's KV kept) or "disk".
+    kv_source: str | None = None
     # What this version cannot read, by key: kept so a row read and written again loses nothing.
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -36,7 +36,12 @@ def format_stats_line(stats: MessageStats) -> str:
     if (ttft := _measured(stats.ttft_s)) is not None:
         parts.append(f"TTFT {ttft:.2f} s")
     if (reused := _measured(stats.n_reused)) is not None:
-        parts.append(f"{reused:.0f} reused")
+        if stats.kv_source == "disk":
+            parts.append(f"restored {reused:,.0f} tokens from disk")
+        elif reused and stats.kv_source == "memory":
+            parts.append(f"reused {reused:,.0f} tokens from memory")
+        else:
+            parts.append(f"{reused:.0f} reused")
     if (hit := _measured(stats.cache_hit_pct)) is not None:
         parts.append(f"cache hit {hit:.0f}%")
     if reason := stats.stop_reason:

@@ -16,10 +16,12 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from workbench.config import Config
 from workbench.engine.requests import (
+    Forecast,
     GenerateRequest,
     GenerateResult,
     PrefillProgress,
@@ -67,12 +69,20 @@ class LoadedModel:
     run_info: Any  # RunInfo (a plain dataclass, safe to read from any thread once built)
     is_moe: bool
 
+    @property
+    def o_direct(self) -> bool:
+        """Whether the session streams its experts with O_DIRECT reads: as resolved at load
+        (a file system that refuses O_DIRECT gets buffered reads); False without streaming."""
+        settings = getattr(self.run_info, "settings", None) or {}
+        return bool(self.is_moe and self.config.moe_stream and settings.get("o_direct"))
+
 
 class EngineBridge:
     """`await open(cfg)`, `async for ev in generate(req)`, `cancel()`, `await close()`."""
 
-    def __init__(self, sink: Sink | None = None) -> None:
+    def __init__(self, sink: Sink | None = None, kv_dir: Path | None = None) -> None:
         self._sink = sink
+        self._kv_dir = kv_dir  # conversations' KV states kept across restarts (None: none)
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name="engine", daemon=True)
         self._thread.start()
@@ -114,7 +124,8 @@ class EngineBridge:
         def job() -> LoadedModel:
             self._close_session()
             try:
-                session = Session.open(config, sink=self._sink, progress=progress)
+                session = Session.open(config, sink=self._sink, progress=progress,
+                                       kv_dir=self._kv_dir)
             except SessionError:
                 if self._cancel_load.is_set():
                     raise LoadCancelled("loading was cancelled; no model is loaded") from None
@@ -153,6 +164,14 @@ class EngineBridge:
     async def set_history(self, messages: list[dict[str, str]]) -> None:
         """Tell the engine which complete turns are the model's context (a branch or a chat)."""
         await self._call(lambda: self._require().set_history(messages))
+
+    async def forecast(self, history: list[dict[str, str]], text: str,
+                       conversation: str | None) -> Forecast | None:
+        """What sending `text` would cost to read (None while an answer runs or none is loaded:
+        the engine thread is not kept from its work for an estimate)."""
+        if self._generating or self._session is None:
+            return None
+        return await self._call(lambda: self._require().forecast(history, text, conversation))
 
     async def reset_conversation(self) -> None:
         await self._call(lambda: self._require().reset_conversation())

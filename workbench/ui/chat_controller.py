@@ -26,7 +26,7 @@ from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
 from workbench.ui.chat.shown import ShownMessage
-from workbench.ui.chat.stats_line import stats_from_result, thought_label
+from workbench.ui.chat.stats_line import forecast_text, stats_from_result, thought_label
 from workbench.ui.chat.turn_recorder import TurnRecorder
 from workbench.ui.db_worker import AsyncStore
 from workbench.ui.qt_status_bar import QtStatusBar
@@ -41,6 +41,7 @@ _STATUS = {StopReason.EOS: "complete", StopReason.LENGTH: "complete",
            StopReason.STOPPED: "stopped", StopReason.ERROR: "error",
            StopReason.REJECTED: "rejected"}
 TITLE_CHARS = 60
+FORECAST_DELAY_S = 0.3  # a pause in typing this long updates the draft's cost
 YIELD_S = 0.001  # a pause that lets due timers and input run between two steps of work
 
 
@@ -67,6 +68,7 @@ class ChatController:
         self.last_result: GenerateResult | None = None
         self.turns_done = 0  # finished generations (tests and the screenshot wait on it)
         self._writes: set[asyncio.Task[Any]] = set()  # throttled saves in flight
+        self._forecast_task: asyncio.Task[None] | None = None
 
     # ---- model --------------------------------------------------------------------------------
 
@@ -74,6 +76,7 @@ class ChatController:
         self.model = model
         if self.expert_map is not None:
             self.expert_map.set_model(model)
+        self.telemetry.set_o_direct(model is not None and model.o_direct)
         if model is None:
             self.composer.set_ready(False, "Open a model to chat (File > Open model…)")
             self.composer.gauge.set_usage(-1, 0)
@@ -168,6 +171,7 @@ class ChatController:
                             "again.")
             return
         self.composer.clear_sent(text)
+        self.composer.forecast.setText("")
         if self.conversation_id != user.conversation_id:
             self.conversation_id = user.conversation_id
             self.on_conversations_changed()
@@ -235,6 +239,29 @@ class ChatController:
         self.path.append(answer)
         await self._generate(text, answer, history)
 
+    # ---- the draft's cost ------------------------------------------------------------------------
+
+    def draft_changed(self, text: str) -> None:
+        """The composer's text changed: forecast its cost once typing pauses."""
+        if self._forecast_task is not None:
+            self._forecast_task.cancel()
+        self._forecast_task = asyncio.get_running_loop().create_task(self._forecast(text))
+
+    async def _forecast(self, text: str) -> None:
+        await asyncio.sleep(FORECAST_DELAY_S)  # tokenizing per keystroke would be wasted work
+        text = text.strip()
+        if not text or self.generating or self.model is None:
+            self.composer.forecast.setText("")
+            return
+        cid = self.conversation_id
+        try:
+            forecast = await self.bridge.forecast(model_history(self.path), text,
+                                                  str(cid) if cid is not None else None)
+        except Exception:  # an estimate is never worth an error message
+            log.debug("forecast failed", exc_info=True)
+            forecast = None
+        self.composer.forecast.setText(forecast_text(forecast) if forecast else "")
+
     def stop(self) -> None:
         """Esc or the Stop button: the engine stops within a decode step, prefill included."""
         if not self.generating or self.stopping:
@@ -289,6 +316,7 @@ class ChatController:
                                                             message_id=answer.id))
             run_id = run.id
             request = GenerateRequest(text=text, n_predict=self.config.n_predict,
+                                      conversation=str(answer.conversation_id),
                                       think=self.composer.think.isChecked())
             async for event in self.bridge.generate(request):
                 if isinstance(event, TokenEvent):

@@ -39,7 +39,7 @@ async def open_window(config: Config, data: Path | None = None) -> QtMainWindow:
     when None."""
     data = data or paths.data_dir()
     db = await AsyncStore.open(data / DB_NAME)
-    return QtMainWindow(EngineBridge(), db, config, data=data)
+    return QtMainWindow(EngineBridge(kv_dir=data / "kv"), db, config, data=data)
 
 
 async def main(config: Config, sends: Sequence[str] = (), quit_after: bool = False,
@@ -54,8 +54,8 @@ async def main(config: Config, sends: Sequence[str] = (), quit_after: bool = Fal
         # as long as the window: out of the collector's sight, a full collection no longer
         # walks them all and stalls the event loop for ~100 ms while an answer streams.
         gc.freeze()
-        for text in sends:
-            await window.chat.send(text)
+        if not await send_all(window, sends):
+            code = 1
         if script is not None:
             code = await script(window)
         if quit_after or script is not None:
@@ -65,6 +65,30 @@ async def main(config: Config, sends: Sequence[str] = (), quit_after: bool = Fal
         await window.shutdown()
         window.deleteLater()
     return code
+
+
+async def send_all(window: QtMainWindow, sends: Sequence[str]) -> bool:
+    """The command line's --send messages, in order; False when they could not be sent.
+
+    With no model loaded (it failed to load: the notice bar says why) nothing is sent. That is
+    said on stderr, with every message, and the messages wait in the composer for a model to
+    be opened: the command exits non-zero instead of dropping them silently.
+    """
+    if not sends:
+        return True
+    if window.chat.model is None:
+        notice = window.notice
+        why = notice.label.text() if notice.kind == "error" else "no model is loaded"
+        print(f"error: {why}", file=sys.stderr)
+        print(f"error: {len(sends)} message(s) from --send were not sent:", file=sys.stderr)
+        for text in sends:
+            print(f"  {text}", file=sys.stderr)
+        if not window.composer.prompt.toPlainText().strip():
+            window.composer.prompt.setPlainText("\n\n".join(sends))
+        return False
+    for text in sends:
+        await window.chat.send(text)
+    return True
 
 
 def run_window(config: Config, sends: Sequence[str] = (), quit_after: bool = False,

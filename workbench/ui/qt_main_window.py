@@ -14,7 +14,7 @@ import asyncio
 import gc
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
@@ -55,10 +55,21 @@ from workbench.ui.ui_collector import shared_collector
 from workbench.ui.ui_pacer import shared_pacer, ui_share_target
 
 SHUTDOWN_GRACE_S = 10.0
+CHAT_MIN_WIDTH = 300  # px: a message line still holds a few words
+DEFAULT_SIZE = QSize(1440, 900)  # on a smaller screen: the screen's free area (_initial_size)
 STATUS_NOTE_MS = 5000  # how long a transient status-bar note stays
 _DOCK_FEATURES = (QDockWidget.DockWidgetFeature.DockWidgetMovable
                   | QDockWidget.DockWidgetFeature.DockWidgetFloatable
                   | QDockWidget.DockWidgetFeature.DockWidgetClosable)
+
+
+def _initial_size() -> QSize:
+    """The default size, shrunk to the primary screen's free area: a 1440 x 900 window on a
+    1280 x 720 screen would open past its edges. (The layout keeps it at least its minimum.)"""
+    screen = QGuiApplication.primaryScreen()
+    if screen is None:
+        return DEFAULT_SIZE
+    return DEFAULT_SIZE.boundedTo(screen.availableGeometry().size())
 
 
 class QtMainWindow(QMainWindow):
@@ -71,7 +82,7 @@ class QtMainWindow(QMainWindow):
         # grows) creates an animation object per dock, several times a second while streaming.
         self.setAnimated(False)
         self.setWindowTitle("Workbench")
-        self.resize(1440, 900)
+        self.resize(_initial_size())
         self.bridge, self.db, self.config = bridge, db, config
         self.data = data or paths.data_dir()  # conversations, recent models, bench runs
         # Cycles are collected here, on the UI thread, never on the engine's or the database's
@@ -95,6 +106,7 @@ class QtMainWindow(QMainWindow):
         self._store_state: tuple[str, list[str], bool] | None = None
         self.composer = QtComposer()
         centre = QWidget()
+        centre.setMinimumWidth(CHAT_MIN_WIDTH)
         column = QVBoxLayout(centre)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)
@@ -154,6 +166,8 @@ class QtMainWindow(QMainWindow):
     def _connect(self) -> None:
         spawn = self.tasks.spawn
         self.composer.send_requested.connect(lambda text: spawn(self.chat.send(text)))
+        self.composer.prompt.textChanged.connect(
+            lambda: self.chat.draft_changed(self.composer.prompt.toPlainText()))
         self.composer.stop_requested.connect(self.chat.stop)
         self.chat_view.regenerate_requested.connect(lambda mid: spawn(self.chat.regenerate(mid)))
         self.chat_view.edit_submitted.connect(lambda mid, text: spawn(self.chat.edit(mid, text)))
@@ -320,7 +334,10 @@ class QtMainWindow(QMainWindow):
 
     async def _remember(self, model: str) -> None:
         recent = recent_file(self.data)
-        await asyncio.get_running_loop().run_in_executor(None, add_recent, model, recent)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, add_recent, model, recent)
+        except OSError as exc:  # the model is open all the same; only the list is behind
+            self.notice.show_error(f"The list of recent models was not updated: {exc}")
 
     def _show_config(self, config: Config) -> None:
         """The pages show the settings in force. The settings page is only reset when it

@@ -6,9 +6,10 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt
 from PySide6.QtWidgets import QApplication
 
+from workbench.atomic_write import check_output_path, write_bytes_atomic
 from workbench.ui.qt_main_window import QtMainWindow
 
 
@@ -34,7 +35,11 @@ async def settle(window: QtMainWindow) -> None:
 
 async def take_screenshot(window: QtMainWindow, out: Path, chats: Sequence[Sequence[str]],
                           size: tuple[int, int], front: str = "telemetry") -> None:
-    """`front` names the right-hand dock shown in front: "telemetry" or "experts"."""
+    """`front` names the right-hand dock shown in front: "telemetry" or "experts".
+
+    `out` is written whole or not at all (its directory must exist): an OutputFileError says
+    why it was not."""
+    check_output_path(out)  # before the chats, not a minute later
     window.resize(*size)
     if window.chat.model is None:
         raise RuntimeError("no model loaded; the screenshot needs a real chat")
@@ -58,6 +63,12 @@ async def take_screenshot(window: QtMainWindow, out: Path, chats: Sequence[Seque
     pixmap = window.grab()
     if pixmap.width() > 1600:
         pixmap = pixmap.scaledToWidth(1600, Qt.TransformationMode.SmoothTransformation)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if not pixmap.save(str(out), "PNG"):
-        raise OSError(f"could not write {out}")
+    # Encoded in memory, then written off the UI thread, whole or not at all: QPixmap.save
+    # would block the loop, and its False on a full disk says nothing of why.
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not pixmap.save(buffer, "PNG"):
+        raise OSError(f"{out} was not written: the window could not be encoded as PNG")
+    png = bytes(data.data())
+    await asyncio.get_running_loop().run_in_executor(None, write_bytes_atomic, out, png)

@@ -1,11 +1,15 @@
-"""The status bar: model, engine state, tok/s, context; a progress bar and Cancel while loading."""
+"""The status bar: model, engine state, tok/s, context; a progress bar and Cancel while loading.
+
+The model's line shortens itself ("…", the whole of it in the tooltip) rather than widen the
+window: it holds a file name of any length. The rest have bounded widths.
+"""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QProgressBar, QPushButton, QStatusBar, QWidget
 
-from workbench.ui.qt_plain_label import plain_label
+from workbench.ui.qt_elided_label import QtElidedLabel
 from workbench.ui.qt_stable_label import QtStableLabel
 
 STATES = ("no model", "loading", "prefill", "generating", "stopping", "idle", "error")
@@ -16,7 +20,7 @@ class QtStatusBar(QStatusBar):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.model_label = plain_label("no model")
+        self.model_label = QtElidedLabel("no model")
         self.state_label = QtStableLabel("no model")
         self.state_label.setObjectName("engineState")
         self.rate_label = QtStableLabel("– tok/s")

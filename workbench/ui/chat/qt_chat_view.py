@@ -33,7 +33,9 @@ class QtChatView(QWidget):
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # Messages wrap to the column's width; a horizontal bar appears only if something
+        # cannot (a column narrower than a message's widest control), so it stays reachable.
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self._column = QWidget()
         self._layout = QVBoxLayout(self._column)
         self._layout.setContentsMargins(12, 12, 12, 12)

@@ -1,7 +1,8 @@
 """The composer under the chat: the prompt box, Send/Stop, the Thinking switch, the context gauge.
 
 Enter sends and Shift+Enter starts a new line. While an answer streams the button reads "Stop"
-and, after a click, "Stopping…" until the engine confirms.
+and, after a click, "Stopping…" until the engine confirms. The line under the prompt wraps
+(a flow, its notes word-wrapped) so that a narrow chat column never widens the window.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.ui.chat.qt_context_gauge import QtContextGauge
+from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.qt_plain_label import plain_label
 
 
@@ -53,16 +55,22 @@ class QtComposer(QWidget):
         self.think = QCheckBox("Thinking")
         self.think_note = plain_label()
         self.think_note.setStyleSheet("color: #888; font-size: 11px;")
+        self.think_note.setWordWrap(True)
         self.gauge = QtContextGauge()
         self.hint = plain_label()
         self.hint.setStyleSheet("color: #888; font-size: 11px;")
+        self.hint.setWordWrap(True)
+        # What the draft would cost to read before its first token, updated as the user types.
+        self.forecast = plain_label()
+        self.forecast.setStyleSheet("color: #888; font-size: 11px;")
         row = QHBoxLayout()
         row.addWidget(self.prompt, 1)
         row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
-        under = QHBoxLayout()
+        under = QtFlowLayout()
         under.addWidget(self.think)
         under.addWidget(self.think_note)
-        under.addStretch(1)
+        under.add_stretch()
+        under.addWidget(self.forecast)
         under.addWidget(self.hint)
         under.addWidget(self.gauge)
         layout = QVBoxLayout(self)

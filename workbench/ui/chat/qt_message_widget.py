@@ -3,6 +3,9 @@ status note, stats line; for the user's messages an inline editor (edit and rese
 
 Streaming text arrives through `stream_text` as often as tokens come, but is only rendered by a
 ~10 Hz timer, so a fast model never turns into Markdown re-layouts per token.
+
+A message fits a narrow chat column: the header is a flow (its buttons wrap onto a second line
+rather than be clipped to "Cop" and "Reg") and the stats line word-wraps.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from workbench.ui.chat.qt_markdown_view import QtMarkdownView
 from workbench.ui.chat.qt_reasoning_block import QtReasoningBlock
 from workbench.ui.chat.shown import ShownMessage
 from workbench.ui.chat.stats_line import thought_label
+from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.qt_text_style import style_text
 from workbench.ui.ui_pacer import shared_pacer
@@ -83,12 +87,11 @@ class QtMessageWidget(QFrame):
                                              "find it on the plots")
         self.tokens_button.setCheckable(True)
         self.tokens_button.toggled.connect(self._show_tokens)
-        header = QHBoxLayout()
-        header.setContentsMargins(0, 0, 0, 0)
+        header = QtFlowLayout()
         for w in (self.role_label, self.prev_button, self.version_label, self.next_button,
                   self.badge):
             header.addWidget(w)
-        header.addStretch(1)
+        header.add_stretch()
         for w in (self.tokens_button, self.copy_button, self.edit_button, self.regenerate_button):
             header.addWidget(w)
         self.edit_button.setVisible(role == "user")
@@ -111,6 +114,7 @@ class QtMessageWidget(QFrame):
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         style_text(self.error, "#b00020")
         self.stats = plain_label()
+        self.stats.setWordWrap(True)
         style_text(self.stats, "#888", pixel_size=11)
         self.stats.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._layout = QVBoxLayout(self)
@@ -260,7 +264,10 @@ class QtMessageWidget(QFrame):
                 text = html.escape(piece).replace("\n", "↵<br>") or "∅"
                 spans.append(f'<a href="tok:{i}" style="color: #222; text-decoration: none; '
                              f'background: {shade};">{text}</a>')
-            token_view.setText("".join(spans))
+            # A zero-width space between tokens lets a line break there: text without spaces
+            # (code, noise from a synthetic model) would otherwise be one word as wide as the
+            # answer, and the chat column would need to scroll sideways.
+            token_view.setText("\u200b".join(spans))
         token_view.setVisible(on)
         self.body.setVisible(not on)
 

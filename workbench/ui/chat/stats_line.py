@@ -9,7 +9,7 @@ figures are left out rather than stored as 0.
 
 from __future__ import annotations
 
-from workbench.engine.requests import GenerateResult
+from workbench.engine.requests import Forecast, GenerateResult
 from workbench.store import MessageStats
 
 
@@ -31,8 +31,18 @@ def stats_from_result(
         ttft_s=round(s.ttft_seconds, 4) if s.n_generated > 0 else None,
         tok_s=_measured(s.tokens_per_second, 2),
         prefill_tok_s=_measured(s.prefill_tokens_per_second, 1),
-        cache_hit_pct=_measured(s.cache_hit_pct, 1),
+        cache_hit_pct=_measured(s.cache_hit_pct, 1), kv_source=s.kv_source or None,
     )
+
+
+def forecast_text(forecast: Forecast) -> str:
+    """The composer's cost line for a draft: "reads 35 new tokens · 2,040 kept · ~0.1 s"."""
+    parts = [f"reads {forecast.n_to_process:,} new token{'s' * (forecast.n_to_process != 1)}"]
+    if forecast.n_reused:
+        parts.append(f"{forecast.n_reused:,} kept")
+    if forecast.seconds >= 0:
+        parts.append(f"~{forecast.seconds:.1f} s" if forecast.seconds >= 0.05 else "< 0.1 s")
+    return " · ".join(parts)
 
 
 def _measured(value: float, digits: int) -> float | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QFileDialog, QWidget
 from qasync import asyncWrap
 
+from workbench.atomic_write import write_text_atomic
 from workbench.ui.conversations.qt_conversation_list import QtConversationList
 from workbench.ui.db_worker import AsyncStore
 from workbench.ui.qt_notice_bar import QtNoticeBar
@@ -85,7 +86,8 @@ class ConversationsController:
             text = await self.db.call(lambda s: s.export_markdown(conversation_id))
         else:
             text = await self.db.call(lambda s: s.export_json(conversation_id))
-        await asyncio.get_running_loop().run_in_executor(None, path.write_text, text, "utf-8")
+        # Whole or not at all: a full disk keeps an earlier export of that name intact.
+        await asyncio.get_running_loop().run_in_executor(None, write_text_atomic, path, text)
 
     async def import_from(self, path: Path) -> int:
         text = await asyncio.get_running_loop().run_in_executor(None, path.read_text, "utf-8")
@@ -102,9 +104,8 @@ class ConversationsController:
             return
         try:
             await self.export_to(conversation_id, fmt, Path(path))
-        except OSError as exc:
-            self.notice.show_error(f"Could not write {path}: {exc.strerror or exc}. Choose "
-                                   "another folder.")
+        except OSError as exc:  # OutputFileError: says what happened and what to do
+            self.notice.show_error(f"The conversation was not exported: {exc}")
             return
         self.notice.show_info(f"Exported to {path}.")
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from workbench.atomic_write import write_text_atomic
 from workbench.paths import data_dir
 
 MAX_RECENT = 10
@@ -26,11 +26,10 @@ def load_recent(path: Path | None = None) -> list[str]:
 
 
 def add_recent(model: str, path: Path | None = None) -> list[str]:
-    """Put `model` first; written atomically (a crash never leaves half a file)."""
+    """Put `model` first. Written whole or not at all (atomic_write): a failed write (a full
+    disk) raises OutputFileError, leaves the earlier list as it was and no temporary behind."""
     file = path or recent_file()
     items = [model, *[p for p in load_recent(file) if p != model]][:MAX_RECENT]
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(items, indent=1))
-    os.replace(tmp, file)
+    file.parent.mkdir(parents=True, exist_ok=True)  # the data directory is ours to create
+    write_text_atomic(file, json.dumps(items, indent=1))
     return items

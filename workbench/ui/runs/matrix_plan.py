@@ -49,8 +49,12 @@ def default_out_dir(data: Path | None = None) -> Path:
 def build_plan(presets: Sequence[Preset], prompts: list[str],
                current: Config, *, tokens: int = 256, repeats: int = 5, warmup: bool = True,
                order: str = "abab", fresh_process: bool = False,
-               out_dir: Path | None = None) -> MatrixPlan:
-    """The plan; `plan.configs()` (called by run_matrix first) validates every arm."""
+               out_dir: Path | None = None, default_out: bool = False) -> MatrixPlan:
+    """The plan; `plan.configs()` (called by run_matrix first) validates every arm.
+
+    `default_out`: `out_dir` is the default location (default_out_dir), whose missing parents
+    the matrix may create; any other directory's parent must exist."""
     return MatrixPlan(arms_from_presets(presets), prompts, out_dir or default_out_dir(),
                       base=matrix_base(current, tokens), repeats=repeats, warmup=warmup,
-                      order=order, fresh_process=fresh_process)
+                      order=order, fresh_process=fresh_process,
+                      make_parents=out_dir is None or default_out)

@@ -72,7 +72,8 @@ class QtMatrixDialog(QDialog):
         self.order = QComboBox()
         self.order.addItems(list(ORDERS))
         self.fresh = QCheckBox("each run in a fresh process (nothing warm carries over)")
-        self.out_dir = QLineEdit(str(default_out_dir(data)))
+        self._default_out = str(default_out_dir(data))
+        self.out_dir = QLineEdit(self._default_out)
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
@@ -136,7 +137,8 @@ class QtMatrixDialog(QDialog):
         plan = build_plan(chosen, prompts, self.current, tokens=self.tokens.value(),
                           repeats=self.repeats.value(), warmup=self.warmup.isChecked(),
                           order=self.order.currentText(), fresh_process=self.fresh.isChecked(),
-                          out_dir=Path(self.out_dir.text().strip()))
+                          out_dir=Path(self.out_dir.text().strip()),
+                          default_out=self.out_dir.text().strip() == self._default_out)
         plan.configs()  # every arm valid before anything runs
         return plan
 

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.runs.entries import KINDS, RunEntry, RunFilters
 from workbench.ui.runs.qt_runs_table_model import RunsTableModel
 
@@ -73,14 +74,21 @@ class QtRunsList(QWidget):
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._enable())
         self.model.modelReset.connect(self._enable)
 
-        filters = QHBoxLayout()
-        filters.addWidget(self.model_filter, 1)
+        # Flows: in rows the filters and the actions asked for 507 px, more than a dock
+        # beside the chat has on a small screen; narrow, they wrap.
+        filters = QtFlowLayout()
+        filters.addWidget(self.model_filter)
         filters.addWidget(self.kind_filter)
         for box, edit in ((self.use_since, self.since), (self.use_until, self.until)):
-            filters.addWidget(box)
-            filters.addWidget(edit)
-        actions = QHBoxLayout()
-        actions.addWidget(self.count, 1)
+            pair = QWidget()  # a date stays beside its check box when the row wraps
+            row = QHBoxLayout(pair)
+            row.setContentsMargins(0, 0, 0, 0)
+            row.addWidget(box)
+            row.addWidget(edit)
+            filters.addWidget(pair)
+        actions = QtFlowLayout()
+        actions.addWidget(self.count)
+        actions.add_stretch()
         for button in (self.import_button, self.export_button, self.compare_button,
                        self.matrix_button):
             actions.addWidget(button)

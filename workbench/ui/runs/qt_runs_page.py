@@ -119,13 +119,19 @@ class QtRunsPage(QWidget):
         self.show_status(" ".join([note, *errors]), error=bool(errors))
         return [e for e, _ in loaded]
 
-    async def export_run(self, key: str, path: str | Path) -> Path:
+    async def export_run(self, key: str, path: str | Path) -> Path | None:
+        """The stored run as a metrics CSV at `path`; None (and the status says why) when the
+        file could not be written."""
         run_id = self.entries[key].run_id
         if run_id is None:
             raise ValueError("only stored runs export; an imported file is a CSV already")
         run, rows = await self.call(lambda s: (s.get_run(run_id), s.token_rows(run_id)))
-        out = await asyncio.get_running_loop().run_in_executor(
-            None, write_run_csv, path, run, rows)
+        try:
+            out = await asyncio.get_running_loop().run_in_executor(
+                None, write_run_csv, path, run, rows)
+        except OSError as exc:  # OutputFileError: written whole or not at all, and says why
+            self.show_status(f"Run {run_id} was not exported: {exc}", error=True)
+            return None
         self.show_status(f"Exported run {run_id} ({len(rows)} tokens) to {out}.")
         return out
 

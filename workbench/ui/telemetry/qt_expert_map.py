@@ -14,15 +14,17 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QStackedLayout, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QStackedLayout, QVBoxLayout, QWidget
 
 from workbench.engine.requests import ExpertActivity
+from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.telemetry.expert_activity import (
     LUT,
     RESIDENT_RGB,
     ExpertActivityMap,
     tick_step,
 )
+from workbench.ui.telemetry.qt_scene_width import scene_min_width
 from workbench.ui.ui_pacer import shared_pacer
 
 REPAINT_MS = 200  # at most 5 frames a second: the map changes once per token at most
@@ -63,11 +65,14 @@ class QtExpertMap(QWidget):
         self.plot.getViewBox().invertY(True)  # layer 0 on top, as in the model
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
+        self.graphics.setMinimumWidth(scene_min_width(self.graphics))  # the title, whole
 
         self.readout = QLabel("Hover a cell to read its layer and expert")
         self.readout.setStyleSheet(_SMALL)
+        self.readout.setWordWrap(True)
         self.scale_label = QLabel()
         self.scale_label.setStyleSheet(_SMALL)
+        self.scale_label.setWordWrap(True)
         bar = QLabel()
         bar.setFixedSize(90, 10)
         stops = ", ".join(f"stop:{i / 4:g} {_hex(tuple(LUT[min(255, i * 64)]))}"
@@ -76,12 +81,13 @@ class QtExpertMap(QWidget):
                           f"x2:1, y2:0, {stops});")
         self.residency_label = QLabel()
         self.residency_label.setStyleSheet(_SMALL)
-        legend = QHBoxLayout()
+        self.residency_label.setWordWrap(True)
+        # A flow: in one row the legend asked for 561 px, more than a dock beside the chat has.
+        legend = QtFlowLayout(h_spacing=8)
         legend.addWidget(QLabel("0", styleSheet=_SMALL))
         legend.addWidget(bar)
         legend.addWidget(self.scale_label)
-        legend.addSpacing(12)
-        legend.addWidget(self.residency_label, 1)
+        legend.addWidget(self.residency_label)
 
         plot_page = QWidget()
         column = QVBoxLayout(plot_page)

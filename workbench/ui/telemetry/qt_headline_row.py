@@ -1,9 +1,13 @@
-"""The row of headline numbers above the plots (refreshed by its own slow timer)."""
+"""The row of headline numbers above the plots (refreshed by its own slow timer).
+
+A flow: in a narrow dock the numbers wrap onto a second line instead of widening the window.
+"""
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
+from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.qt_stable_label import QtStableLabel
 from workbench.ui.telemetry.headline import Headline
 
@@ -11,7 +15,7 @@ from workbench.ui.telemetry.headline import Headline
 class QtHeadlineRow(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        layout = QHBoxLayout(self)
+        layout = QtFlowLayout(self, h_spacing=0)
         layout.setContentsMargins(6, 2, 6, 2)
         self.values: dict[str, QLabel] = {}
         for label, text in Headline().items():
@@ -27,7 +31,6 @@ class QtHeadlineRow(QWidget):
             col.addWidget(value)
             layout.addWidget(box)
             self.values[label] = value
-        layout.addStretch(1)
 
     def show_headline(self, headline: Headline) -> None:
         for label, text in headline.items():

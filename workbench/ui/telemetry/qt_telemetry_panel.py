@@ -6,6 +6,10 @@ takes a timestamp: x is the token index, and every time comes from the engine's 
 Panning or zooming a plot stops following the newest tokens; "Follow" resumes. Shift+drag
 selects a span of tokens: it is marked on every plot, its cost is summed above them, and the
 chat highlights its tokens; a click clears it.
+
+Axes show only numbers they can fit: a plot with nothing to show yet hides its tick labels
+(no made-up 0-1 scale), memory reaching a GiB is labelled in GiB, and an axis whose labels
+would not fit its width widens (pyqtgraph silently drops a label that does not fit).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QFontMetrics
 from PySide6.QtWidgets import (
     QGraphicsItem,
     QHBoxLayout,
@@ -30,9 +34,20 @@ from PySide6.QtWidgets import (
 from workbench.ui.qt_stable_label import QtStableLabel
 from workbench.ui.telemetry.headline import HeadlineTracker
 from workbench.ui.telemetry.qt_headline_row import QtHeadlineRow
+from workbench.ui.telemetry.qt_scene_width import scene_min_width
 from workbench.ui.telemetry.qt_span_view_box import QtSpanViewBox
 from workbench.ui.telemetry.ring_buffer import RingBuffer
-from workbench.ui.telemetry.series import COLUMNS, PLOTS, metrics_getter, readout, row_values
+from workbench.ui.telemetry.series import (
+    COLUMNS,
+    PLOTS,
+    PlotSpec,
+    axis_unit,
+    curve_name,
+    metrics_getter,
+    plot_title,
+    readout,
+    row_values,
+)
 from workbench.ui.telemetry.span import SpanSummary, span_text, summarize_span
 from workbench.ui.telemetry.view_range import follow_x_range, y_ceiling
 from workbench.ui.ui_pacer import UiPacer, pace_note, shared_pacer
@@ -47,6 +62,10 @@ HEADLINE_MS = 500  # numbers people read: twice a second is plenty...
 MAX_HEADLINE_S = 2.0  # ...and every two seconds will do while the engine needs every core
 CAPACITY = 32768  # tokens kept for the plots (a conversation's worth; 2 x 32k x 20 doubles)
 MAX_TURN_MARKERS = 200
+AXIS_WIDTH = 42  # px for the left axis: four digits; wider only when its labels need it
+AXIS_SLACK = 16  # px the plots' minimum width leaves for axes wider than that
+NO_DATA = "no data yet"
+NOT_MEASURED = "not measured\n(needs expert streaming)"  # two lines: a plot is narrow
 
 
 class QtTelemetryPanel(QWidget):
@@ -71,6 +90,8 @@ class QtTelemetryPanel(QWidget):
         self.highlighted_x: int | None = None
         self._span_regions: list[tuple[pg.PlotItem, pg.LinearRegionItem]] = []
         self.span: SpanSummary | None = None
+        # Whether the session reads experts with O_DIRECT: only then are reads "flash" reads.
+        self.o_direct = False
 
         self.headline_row = QtHeadlineRow()
         self.follow_button = QPushButton("Follow newest")
@@ -95,13 +116,18 @@ class QtTelemetryPanel(QWidget):
         self.plots: dict[str, pg.PlotItem] = {}
         self.curves: list[tuple[pg.PlotDataItem, int]] = []
         self._plot_columns: dict[str, list[int]] = {}
+        self._specs: dict[str, PlotSpec] = {spec.key: spec for spec in PLOTS}
         self._empty_labels: dict[str, pg.TextItem] = {}
+        self._axis_units: dict[str, str] = {}  # the unit each left axis is labelled in
         self._plot_curves: dict[str, list[tuple[pg.PlotDataItem, int]]] = {}
         self._stale: set[str] = set()  # plots whose curves lag behind the ring buffer
         self._queued: list[list[str]] = []  # the rest of a frame, a group per tick
         self._syncing_x = False
         self._ranges: dict[str, tuple[float, float]] = {}  # what each axis was last set to
         self._build_plots()
+        # Two plots side by side, titles in their longer wording (page cache); the slack is
+        # for axes that widen later.
+        self.graphics.setMinimumWidth(scene_min_width(self.graphics) + AXIS_SLACK)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.headline_row)
@@ -126,7 +152,7 @@ class QtTelemetryPanel(QWidget):
             view_box.span_dragged.connect(self._span_dragged)
             view_box.clicked.connect(self.clear_span)
             plot = self.graphics.addPlot(row=i // 2, col=i % 2, viewBox=view_box)
-            plot.setTitle(f"{spec.title} ({spec.unit})", size="9pt")
+            plot.setTitle(plot_title(spec, self.o_direct), size="9pt")
             # Horizontal grid lines only: the vertical ones are drawn by the x axis across the
             # whole plot, so each page of the x range re-rendered eight plot-sized pictures
             # (a third of the UI's CPU while an answer streamed). x is a token index; the
@@ -134,7 +160,7 @@ class QtTelemetryPanel(QWidget):
             plot.showGrid(x=False, y=True, alpha=0.2)
             bottom_row = i >= len(PLOTS) - 2
             plot.setMenuEnabled(False)
-            plot.getAxis("left").setWidth(42)
+            plot.getAxis("left").setWidth(AXIS_WIDTH)
             if not bottom_row:
                 # x ticks only under the bottom row: each x axis is re-laid out whenever the
                 # (linked) x range pages forward, and eight of them cost a visible hitch.
@@ -147,10 +173,12 @@ class QtTelemetryPanel(QWidget):
             if len(spec.curves) > 1:
                 plot.addLegend(offset=(-4, 4), labelTextSize="7pt", verSpacing=-6,
                                brush=pg.mkBrush(255, 255, 255, 190))
-            empty = pg.TextItem("not measured (needs expert streaming)", color="#999",
-                                anchor=(0.5, 0.5))
+            empty = pg.TextItem(NO_DATA, color="#999", anchor=(0.5, 0.5))
             empty.setParentItem(plot.getViewBox())
             self._empty_labels[spec.key] = empty
+            view_box.sigResized.connect(lambda _, key=spec.key: self._place_label(key))
+            # No numbers until there is something to measure them by.
+            plot.getAxis("left").setStyle(showValues=False)
             # Not linked: while following, each plot pages forward on its own tick (see _tick);
             # a pan or zoom by the user is copied to the others (_x_moved).
             view = plot.getViewBox()
@@ -160,7 +188,7 @@ class QtTelemetryPanel(QWidget):
                 pen = pg.mkPen(curve.colour, width=1.2)
                 # PlotCurveItem rather than PlotDataItem: the panel already hands it only the
                 # visible tokens, and the lighter item halves the Python work per frame.
-                item = pg.PlotCurveItem(name=curve.name)
+                item = pg.PlotCurveItem(name=curve_name(curve, self.o_direct))
                 item.setPen(pen)
                 item.setData([], [], connect="finite")  # NaN (unmeasured) breaks the line: a gap
                 if curve.fill:
@@ -224,6 +252,8 @@ class QtTelemetryPanel(QWidget):
         self.clear_span()
         for item, _ in self.curves:
             item.setData([], [])
+        for key in self.plots:
+            self._say(key, NO_DATA)
         self.headline = HeadlineTracker()
         self.set_following(True)
 
@@ -279,11 +309,9 @@ class QtTelemetryPanel(QWidget):
             self._stale.discard(key)
             if self.following and len(x):
                 self._set_range(f"x:{key}", self.plots[key], lo, hi)
-            label = self._empty_labels[key]
             measured = any(np.isfinite(view[:, col]).any() for col in self._plot_columns[key])
-            label.setVisible(len(view) > 0 and not measured)
-            box = self.plots[key].getViewBox().boundingRect()
-            label.setPos(box.center())
+            self._say(key, NO_DATA if not len(x) else NOT_MEASURED
+                      if len(view) and not measured else "")
             for item, col in self._plot_curves[key]:
                 y = view[:, col]
                 if not np.isfinite(y).any():
@@ -294,7 +322,8 @@ class QtTelemetryPanel(QWidget):
                     continue
                 item.setData(view[:, 0], y)
             if self.following and len(x):
-                top = y_ceiling([view[:, col] for col in self._plot_columns[key]])
+                top = y_ceiling([view[:, col] for col in self._plot_columns[key]],
+                                cap=self._specs[key].y_max)
                 self._set_range(key, self.plots[key], 0.0, top)
         self.repaints += 1
 
@@ -306,6 +335,40 @@ class QtTelemetryPanel(QWidget):
             plot.setXRange(lo, hi, padding=0)
         else:
             plot.setYRange(lo, hi, padding=0)
+            self._fit_axis(key, hi)
+
+    def _say(self, key: str, text: str) -> None:
+        """Over an empty plot, why it is empty ("" for a plot with data); its axis shows
+        numbers only when there is data to read them by."""
+        label = self._empty_labels[key]
+        if text:
+            label.setText(text)  # a no-op when unchanged
+        label.setVisible(bool(text))
+        axis = self.plots[key].getAxis("left")
+        if axis.style["showValues"] == bool(text):
+            axis.setStyle(showValues=not text)
+        self._place_label(key)
+
+    def _place_label(self, key: str) -> None:
+        label = self._empty_labels[key]
+        if label.isVisible():
+            label.setPos(self.plots[key].getViewBox().boundingRect().center())
+
+    def _fit_axis(self, key: str, top: float) -> None:
+        """Label the left axis in a unit its numbers fit (MiB becomes GiB) and make it wide
+        enough for them. Runs only when the range changes, which it does in steps."""
+        spec = self._specs[key]
+        plot = self.plots[key]
+        axis = plot.getAxis("left")
+        unit, scale = axis_unit(spec.unit, top)
+        if scale != axis.scale:
+            axis.setScale(scale)
+        if self._axis_units.get(key, spec.unit) != unit:
+            self._axis_units[key] = unit
+            plot.setTitle(plot_title(spec, self.o_direct, unit), size="9pt")
+        width = max(AXIS_WIDTH, tick_label_width(axis, 0.0, top))
+        if width != axis.fixedWidth:
+            axis.setWidth(width)
 
     def showEvent(self, event: Any) -> None:
         super().showEvent(event)
@@ -331,6 +394,25 @@ class QtTelemetryPanel(QWidget):
     def show_summary(self, summary: Any) -> None:
         self.headline.on_summary(summary)
         self._show_headline()
+
+    def set_o_direct(self, o_direct: bool) -> None:
+        """The open session's reads: O_DIRECT ones are from flash, buffered ones may come from
+        the page cache (titles and legends say which)."""
+        if o_direct == self.o_direct:
+            return
+        self.o_direct = o_direct
+        for spec in PLOTS:
+            plot = self.plots[spec.key]
+            plot.setTitle(plot_title(spec, o_direct, self._axis_units.get(spec.key)),
+                          size="9pt")
+            if plot.legend is None:
+                continue
+            names = {id(item): curve_name(curve, o_direct)
+                     for (item, _), curve in zip(self._plot_curves[spec.key], spec.curves,
+                                                 strict=True)}
+            for sample, label in plot.legend.items:
+                if id(sample.item) in names:
+                    label.setText(names[id(sample.item)])
 
     # ---- interaction --------------------------------------------------------------------------
 
@@ -454,3 +536,15 @@ class QtTelemetryPanel(QWidget):
             plot.removeItem(item)
         self._highlight.clear()
         self.highlighted_x = None
+
+
+def tick_label_width(axis: pg.AxisItem, lo: float, hi: float) -> int:
+    """The width a left axis needs for the tick labels of lo..hi (the two levels that get
+    text), its text offset included."""
+    length = max(50, int(axis.geometry().height()))
+    metrics = QFontMetrics(axis.style["tickFont"] or axis.font())
+    widest = 0
+    for spacing, values in axis.tickValues(lo, hi, length)[:2]:
+        for text in axis.tickStrings(values, axis.autoSIPrefixScale * axis.scale, spacing):
+            widest = max(widest, metrics.horizontalAdvance(text))
+    return widest + axis.style["tickTextOffset"][0] + max(0, axis.style["tickLength"]) + 4

@@ -122,22 +122,25 @@ class Curve:
 @dataclass(frozen=True, slots=True)
 class PlotSpec:
     key: str
-    title: str
-    unit: str
+    title: str  # may name the reads: "{read}" (see read_terms)
+    unit: str  # "" for a count
     curves: tuple[Curve, ...]
+    y_max: float | None = None  # the axis never goes past this (a percentage stops at 100)
 
 
+# Titles are short enough for two plots side by side in a dock beside the chat (~230 px each
+# at 9 pt): a pyqtgraph title is as wide as its text at the least.
 PLOTS: tuple[PlotSpec, ...] = (
-    PlotSpec("wall", "Wall time per token (stacked)", "ms", (
+    PlotSpec("wall", "Wall time per token", "ms", (
         Curve("stack_mgmt", "cache mgmt", "#9c27b0", fill=True),
-        Curve("stack_io", "flash I/O or stall", "#ff9800", fill=True),
+        Curve("stack_io", "{io} or stall", "#ff9800", fill=True),
         Curve("stack_compute", "compute", "#2196f3", fill=True),
         Curve("wall_ms", "wall", "#222222"),
     )),
-    PlotSpec("hit", "Expert-cache hit rate (cumulative)", "%", (
+    PlotSpec("hit", "Cache hits, cumulative", "%", (
         Curve("cache_hit_pct", "hit rate", "#4caf50"),
-    )),
-    PlotSpec("read", "Flash read per token", "MiB", (
+    ), y_max=100.0),
+    PlotSpec("read", "{read} / token", "MiB", (
         Curve("read_mib", "read", "#ff9800"),
     )),
     PlotSpec("bandwidth", "Read bandwidth", "MiB/s", (
@@ -147,17 +150,45 @@ PLOTS: tuple[PlotSpec, ...] = (
         Curve("rss_anon_mib", "anon", "#e91e63"),
         Curve("rss_file_mib", "file-backed", "#3f51b5"),
     )),
-    PlotSpec("mem", "Swap and available memory", "MiB", (
+    PlotSpec("mem", "Swap and available", "MiB", (
         Curve("swap_mib", "swap", "#f44336"),
         Curve("mem_available_mib", "MemAvailable", "#009688"),
     )),
-    PlotSpec("faults", "Major page faults per token", "faults", (
+    PlotSpec("faults", "Major page faults per token", "", (
         Curve("majflt", "major faults", "#607d8b"),
     )),
     PlotSpec("cpu", "CPU occupancy", "cores", (
         Curve("cpu_cores", "CPU time / wall", "#8bc34a"),
     )),
 )
+
+
+def read_terms(o_direct: bool) -> dict[str, str]:
+    """What the expert reads are called. Only O_DIRECT reads come from the drive every time;
+    buffered ones (O_DIRECT off, or refused by the file system) may be served from the page
+    cache, so calling them "flash" would overstate what they cost."""
+    if o_direct:
+        return {"read": "Flash read", "io": "flash I/O"}
+    return {"read": "Read (page cache)", "io": "read (page cache)"}
+
+
+def plot_title(spec: PlotSpec, o_direct: bool, unit: str | None = None) -> str:
+    """'Flash read per token (MiB)'; `unit` overrides the spec's (an axis shown in GiB)."""
+    unit = spec.unit if unit is None else unit
+    title = spec.title.format(**read_terms(o_direct))
+    return f"{title} ({unit})" if unit else title
+
+
+def curve_name(curve: Curve, o_direct: bool) -> str:
+    return curve.name.format(**read_terms(o_direct))
+
+
+def axis_unit(unit: str, top: float) -> tuple[str, float]:
+    """The unit an axis reaching `top` (in `unit`) is labelled in, and the factor to it: MiB
+    becomes GiB from a GiB on, where the tick labels would grow to four and five digits."""
+    if unit.startswith("MiB") and top >= 1024:
+        return "GiB" + unit[3:], 1 / 1024
+    return unit, 1.0
 
 # A short readout per column for the hover line: (label, format)
 READOUT: tuple[tuple[str, str, str], ...] = (

@@ -1,0 +1,258 @@
+"""Conversations keep their KV state (issue 13): switching back costs only the new turn, even
+after a restart, and nothing kept is ever trusted more than it deserves.
+
+Real engine, embedded model (gemma-3-270m). n_ubatch=1 where logits are compared bit for bit:
+llama.cpp's CPU kernels are not batch-invariant, so a restored state continued one token at a
+time and a fresh prefill must compute every token alone to agree exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from workbench.engine.requests import GenerateRequest, StopReason
+from workbench.engine.session import Session
+
+EXACT = {"n_ubatch": 1, "n_batch": 64}
+A1, A2 = "Name three colours of the rainbow.", "Which of them is the warmest?"
+B1, C1 = "Name three kinds of trees.", "Name three large cities."
+
+
+def _turn(s: Session, text: str, conversation: str | None, logits: list | None = None):
+    if logits is not None:
+        pick = s._pick_token
+
+        def recording() -> int:
+            logits.append(s._ctx.logits().copy())
+            return pick()
+
+        s._pick_token = recording  # type: ignore[method-assign]
+    try:
+        result = s.generate(GenerateRequest(text=text, conversation=conversation))
+    finally:
+        if logits is not None:
+            del s._pick_token
+    assert result.ok, result.error
+    return result
+
+
+def _with_history(s: Session, history: list[dict[str, str]]) -> Session:
+    s.set_history(history)
+    return s
+
+
+@pytest.fixture
+def session(embedded_model_path, open_session):
+    def make(exact: bool = False, **changes):
+        # Exact (one token per compute pass) only where logits are compared: it is slow.
+        return open_session(model=str(embedded_model_path), n_predict=12,
+                            **(EXACT if exact else {}), **changes)
+    return make
+
+
+def test_a_b_a_continues_a_exactly_as_if_it_never_left(session):
+    switched = session(exact=True)
+    _turn(switched, A1, "1")
+    history_a = list(switched.history)
+    switched.set_history([])
+    _turn(switched, B1, "2")
+    switched.set_history(history_a)
+    logits_switched: list[np.ndarray] = []
+    back = _turn(switched, A2, "1", logits_switched)
+    assert back.summary.kv_source == "memory" and back.summary.kv_restore_seconds >= 0
+    assert back.summary.n_reused > 0
+
+    stayed = session(exact=True)
+    _turn(stayed, A1, "1")
+    logits_stayed: list[np.ndarray] = []
+    same = _turn(stayed, A2, "1", logits_stayed)
+    assert same.summary.kv_restore_seconds == -1  # nothing was restored: it never left
+    assert back.text == same.text
+    assert back.summary.n_prompt == same.summary.n_prompt  # only the new turn was read
+    assert len(logits_switched) == len(logits_stayed) > 0
+    for a, b in zip(logits_switched, logits_stayed, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_a_restart_restores_from_disk(session, tmp_path):
+    first = session(kv_dir=tmp_path)
+    _turn(first, A1, "1")
+    history = list(first.history)
+    continued = _turn(first, A2, "1")
+    first_kv_dir_files = list(tmp_path.glob("*.kvstate"))
+    assert first_kv_dir_files == []  # nothing spilled while it stays in the context
+
+    before_restart = session(kv_dir=tmp_path)
+    _turn(before_restart, A1, "1")
+    before_restart.close()  # the app closes: the state goes to disk
+    assert len(list(tmp_path.glob("*.kvstate"))) == 1
+
+    after = _with_history(session(kv_dir=tmp_path), history)
+    restored = _turn(after, A2, "1")
+    assert restored.summary.kv_source == "disk" and restored.summary.n_reused > 0
+    assert restored.summary.n_prompt == continued.summary.n_prompt
+    assert restored.text == continued.text
+
+
+def test_room_for_two_keeps_the_two_most_recent(session):
+    s = session()
+    histories = {}
+    for key, text in (("1", A1), ("2", B1), ("3", C1)):
+        s.set_history([])
+        _turn(s, text, key)
+        histories[key] = list(s.history)
+    pool = s.kv_pool
+    assert pool.get("1") is not None and pool.get("2") is not None
+    # Room for two states, not three: the count bound (the byte bound is the same code path,
+    # and states grow with every turn, which would make a byte budget for "two" a moving mark).
+    pool.max_states = 2
+    sources = {}
+    for key, text in (("2", "And a fourth?"), ("3", "And a fourth?"), ("1", "And a fourth?")):
+        s.set_history(histories[key])
+        sources[key] = _turn(s, text, key).summary.kv_source
+    assert sources == {"2": "memory", "3": "memory", "1": "fresh"}
+
+
+def test_eviction_waits_for_the_running_conversation_to_release(session):
+    s = session()
+    _turn(s, A1, "1")
+    history_a = list(s.history)
+    s.set_history([])
+    _turn(s, B1, "2")
+    s.set_history(history_a)
+    seen = {}
+
+    def evict_everything(event) -> None:
+        if event.metrics.step == 1:  # on the engine thread, mid-generation
+            s.kv_pool.set_budget(0)
+            held = s.kv_pool.get("1")
+            seen["during"] = (held is not None and held.checked_out and held.evicted
+                              and held.data is not None)
+            seen["other"] = s.kv_pool.get("2")
+
+    result = s.generate(GenerateRequest(text=A2, conversation="1"), on_token=evict_everything)
+    assert result.ok and result.summary.kv_source == "memory"
+    assert seen["during"], "a checked-out state was freed under a running generation"
+    assert seen["other"] is None  # the idle one went at once
+    s.set_history([])
+    _turn(s, C1, "3")  # "1" leaves the context: released, and only now freed
+    assert s.kv_pool.get("1") is None
+
+
+def test_a_decode_failure_discards_only_that_conversation(session, monkeypatch):
+    s = session()
+    _turn(s, A1, "1")
+    history_a = list(s.history)
+    s.set_history([])
+    _turn(s, B1, "2")
+    history_b = list(s.history)
+    s.set_history(history_a)
+    _turn(s, A2, "1")
+    history_a = list(s.history)
+    s.set_history(history_b)
+    calls = {"n": 0}
+    real = s._pick_token
+
+    def invalid_at_third() -> int:
+        calls["n"] += 1
+        return s._model.n_vocab + 7 if calls["n"] == 3 else real()
+
+    monkeypatch.setattr(s, "_pick_token", invalid_at_third)
+    failed = s.generate(GenerateRequest(text="And a fourth?", conversation="2"))
+    monkeypatch.setattr(s, "_pick_token", real)
+    assert failed.stop_reason is StopReason.ERROR
+    assert s.kv_pool.get("2") is None and s.kv_tokens == []
+    s.set_history(history_a)
+    assert _turn(s, "One more?", "1").summary.kv_source == "memory"
+
+
+def test_a_load_time_change_restores_nothing_and_says_why(session, tmp_path, caplog):
+    first = session(kv_dir=tmp_path)
+    _turn(first, A1, "1")
+    history = list(first.history)
+    first.close()
+    other = _with_history(session(kv_dir=tmp_path, n_ctx=2048), history)  # another signature
+    with caplog.at_level(logging.INFO, logger="workbench.kv_spill"):
+        result = _turn(other, A2, "1")
+    assert result.summary.kv_source == "fresh" and result.summary.n_reused == 0
+    assert "made by another model, other load-time settings" in caplog.text
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "empty", "garbage", "other-key"])
+def test_a_damaged_state_file_falls_back_to_reading_the_conversation(session, tmp_path,
+                                                                     caplog, damage):
+    first = session(kv_dir=tmp_path)
+    _turn(first, A1, "1")
+    history = list(first.history)
+    first.close()
+    (path,) = tmp_path.glob("*.kvstate")
+    blob = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(blob[: len(blob) // 2])
+    elif damage == "flipped":
+        middle = len(blob) // 2
+        path.write_bytes(blob[:middle] + bytes([blob[middle] ^ 0xFF]) + blob[middle + 1:])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "garbage":
+        path.write_bytes(np.random.default_rng(1).bytes(4096))
+    else:  # a valid file of conversation 2, renamed to be conversation 1's
+        path.write_bytes(blob.replace(b'"key": "1"', b'"key": "2"', 1))
+    with caplog.at_level(logging.WARNING, logger="workbench.kv_spill"):
+        result = _turn(_with_history(session(kv_dir=tmp_path), history), A2, "1")
+    assert result.summary.kv_source == "fresh" and "refused" in caplog.text
+    fresh = _turn(_with_history(session(), history), A2, None)
+    assert result.text == fresh.text
+    assert not path.exists()  # a file that can never become valid is removed
+
+
+def test_a_full_disk_skips_the_spill_and_the_conversation_goes_on(session, tmp_path, caplog,
+                                                                  monkeypatch):
+    from tests.full_disk import fill_the_disk
+
+    s = session(kv_dir=tmp_path)
+    _turn(s, A1, "1")
+    history = list(s.history)
+    fill_the_disk(monkeypatch, budget=4096)
+    with caplog.at_level(logging.WARNING, logger="workbench.kv_spill"):
+        s.close()  # the spill of "1" fails: logged, nothing half-written is left
+    assert "could not keep the KV state of conversation 1 on disk" in caplog.text
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    after = _turn(_with_history(session(kv_dir=tmp_path), history), A2, "1")
+    assert after.summary.kv_source == "fresh"
+
+
+def test_the_forecast_counts_exactly_what_the_turn_reads(session):
+    s = session()
+    draft = s.forecast([], A1, "1")
+    assert draft.n_reused == 0 and draft.seconds == -1  # no rate measured yet: unmeasured
+    first = _turn(s, A1, "1")
+    assert first.summary.n_prompt == draft.n_to_process
+    history_a = list(s.history)
+    s.set_history([])
+    _turn(s, B1, "2")
+    # Back in A, with A's state kept in the pool: only the new turn is to be read.
+    ahead = s.forecast(history_a, A2, "1")
+    assert ahead.n_reused > 0 and ahead.seconds > 0
+    s.set_history(history_a)
+    back = _turn(s, A2, "1")
+    assert back.summary.n_prompt == ahead.n_to_process
+    assert back.summary.n_reused == ahead.n_reused
+
+
+def test_the_forecast_reads_a_state_kept_on_disk(session, tmp_path):
+    first = session(kv_dir=tmp_path)
+    _turn(first, A1, "1")
+    history = list(first.history)
+    first.close()
+    second = session(kv_dir=tmp_path)
+    ahead = second.forecast(history, A2, "1")
+    second.set_history(history)
+    restored = _turn(second, A2, "1")
+    assert restored.summary.kv_source == "disk"
+    assert (restored.summary.n_prompt, restored.summary.n_reused) == (ahead.n_to_process,
+                                                                    ahead.n_reused)
