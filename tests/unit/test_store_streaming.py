@@ -46,7 +46,10 @@ def test_open_recovers_what_a_crash_left_streaming(tmp_path: Path):
     store = Store.open(path)
     conv = store.create_conversation()
     a = store.add_message(conv.id, None, "assistant", "half", status="streaming")
-    store._db.close()  # abandoned without close(), as a crash would
+    # Abandoned without close(), as a crash would: the connection goes, and so does the writer
+    # lock (the kernel drops a dead process's flock; tests/unit/test_store_writers.py kills one).
+    store._db.close()
+    store.writer.release()
     with Store.open(path) as reopened:
         assert reopened.recovered_on_open == 1
         msg = reopened.get_message(a.id)
@@ -73,11 +76,15 @@ def test_error_and_stop_are_kept(tmp_path: Path):
 
 
 def test_recover_marks_only_streaming_messages(tmp_path: Path):
-    with Store.open(tmp_path / "w.db") as store:
-        conv = store.create_conversation()
-        u = store.add_message(conv.id, None, "user", "q")
-        done = store.add_message(conv.id, u.id, "assistant", "done")
-        left = store.add_message(conv.id, u.id, "assistant", "half", status="streaming")
+    with Store.open(tmp_path / "w.db") as writer:
+        conv = writer.create_conversation()
+        u = writer.add_message(conv.id, None, "user", "q")
+        done = writer.add_message(conv.id, u.id, "assistant", "done")
+        left = writer.add_message(conv.id, u.id, "assistant", "half", status="streaming")
+        assert writer.recover_interrupted() == 0  # its own answer: it is writing it now
+    # The writer closed without finishing the answer (a close is not a crash, but the answer
+    # has no live writer any more either way).
+    with Store.open(tmp_path / "w.db", recover=False) as store:
         assert store.recover_interrupted() == 1
         assert store.get_message(left.id).status == "interrupted"
         assert store.get_message(left.id).content == "half"

@@ -3,6 +3,14 @@
 Qt-free; see store.py for the threading rule.
 """
 
+from workbench.store.faults import (
+    SchemaTooNew,
+    StoreBusy,
+    StoreDamaged,
+    StoreFault,
+    StoreFull,
+    StoreUnwritable,
+)
 from workbench.store.message_stats import MessageStats
 from workbench.store.records import (
     ROLES,
@@ -14,7 +22,7 @@ from workbench.store.records import (
     SearchHit,
     Siblings,
 )
-from workbench.store.schema import SCHEMA_VERSION, SchemaTooNew
+from workbench.store.schema import SCHEMA_VERSION
 from workbench.store.stats_line import format_stats_line
 from workbench.store.store import Store, default_path
 
@@ -31,6 +39,11 @@ __all__ = [
     "SearchHit",
     "Siblings",
     "Store",
+    "StoreBusy",
+    "StoreDamaged",
+    "StoreFault",
+    "StoreFull",
+    "StoreUnwritable",
     "default_path",
     "format_stats_line",
 ]

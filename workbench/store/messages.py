@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Collection
 
 from workbench.store.conversations import fetch_conversation
 from workbench.store.message_stats import MessageStats
@@ -64,13 +65,16 @@ def insert_message(
     error: str,
     stats: MessageStats | None,
     created_at: float,
+    owner: str = "",
 ) -> int:
-    """One INSERT, no checks beyond the schema's (export.py's import reuses it)."""
+    """One INSERT, no checks beyond the schema's (export.py's import reuses it).
+
+    owner: the writer token of the Store that streams into it (writers.py); "" for none."""
     cur = conn.execute(
         "INSERT INTO messages (conversation_id, parent_id, role, content, reasoning, status,"
-        " error, stats, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " error, stats, created_at, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (conversation_id, parent_id, role, content, reasoning, status, error,
-         json.dumps((stats or MessageStats()).to_json()), created_at),
+         json.dumps((stats or MessageStats()).to_json()), created_at, owner),
     )
     return int(cur.lastrowid or 0)
 
@@ -124,8 +128,20 @@ def active_path(conn: sqlite3.Connection, conversation_id: int) -> list[Message]
     return [] if leaf is None else path_to(conn, leaf)
 
 
+def mark_interrupted(conn: sqlite3.Connection, alive: Collection[str] = ()) -> int:
+    """Mark the messages left "streaming" as "interrupted", except those whose owner is in
+    `alive` (writers that still hold their lock: their answers are being written now)."""
+    keep = sorted(set(alive) - {""})
+    sql = "UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'"
+    if keep:
+        sql += f" AND owner NOT IN ({', '.join('?' * len(keep))})"
+    with transaction(conn):
+        return conn.execute(sql, keep).rowcount
+
+
 class MessageOps:
     _db: sqlite3.Connection
+    _owner: str = ""  # this store's writer token, recorded on the answers it streams
 
     def add_message(
         self,
@@ -156,7 +172,8 @@ class MessageOps:
                         f" not {conversation_id}"
                     )
             new_id = insert_message(self._db, conversation_id, parent_id, role, content,
-                                    reasoning, status, error, stats, now)
+                                    reasoning, status, error, stats, now,
+                                    self._owner if status == "streaming" else "")
             self._set_leaf(conversation_id, new_id, touch=now)
             return fetch_message(self._db, new_id)
 
@@ -207,15 +224,15 @@ class MessageOps:
                 raise NotFound(f"no message {message_id}")
 
     def recover_interrupted(self) -> int:
-        """Mark every message left "streaming" (by a crash or a kill) as "interrupted".
+        """Mark every message left "streaming" by a writer that is gone (a crash, a kill) as
+        "interrupted"; answers a live writer is streaming stay. Returns how many were marked.
 
-        Store.open does it unless told not to; returns how many were marked.
+        Store.open does it unless told not to; Store knows which writers live (writers.py).
         """
-        with transaction(self._db):
-            cur = self._db.execute(
-                "UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'"
-            )
-            return cur.rowcount
+        return mark_interrupted(self._db, self._live_owners())
+
+    def _live_owners(self) -> set[str]:
+        return {self._owner} if self._owner else set()
 
     def get_message(self, message_id: int) -> Message:
         return fetch_message(self._db, message_id)

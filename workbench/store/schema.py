@@ -13,6 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from workbench import __version__
+from workbench.store.faults import SchemaTooNew
+from workbench.store.health import stored_version
+
 # Step N brings the file from version N-1 to N. Append, never edit a released step: files on
 # users' disks were made by the old text. Scripts may hold several statements (split below).
 MIGRATIONS: list[str] = [
@@ -104,13 +108,16 @@ MIGRATIONS: list[str] = [
         updated_at REAL NOT NULL
     );
     """,
+    # 2: the writer of a streaming answer (its window's token, writers.py), so that a second
+    # window's start-up recovery leaves an answer another live window is writing alone; and
+    # which workbench applied each step, so an older build can say which version a file needs.
+    """
+    ALTER TABLE messages ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE schema_version ADD COLUMN app_version TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
-
-
-class SchemaTooNew(RuntimeError):
-    """The file was written by a newer workbench; opening it here could damage it."""
 
 
 def connect(path: Path | str) -> sqlite3.Connection:
@@ -182,7 +189,9 @@ def migrate(conn: sqlite3.Connection, migrations: list[str] | None = None) -> in
     with transaction(conn):
         version = current_version(conn)
     if version > len(steps):
-        raise SchemaTooNew(f"database schema version {version}, this build knows {len(steps)}")
+        _, writer = stored_version(conn)
+        file = conn.execute("PRAGMA database_list").fetchone()[2] or ":memory:"
+        raise SchemaTooNew(file, version, len(steps), writer)
     for number in range(version + 1, len(steps) + 1):
         with transaction(conn):
             # Re-read under the write lock: another process may have migrated meanwhile.
@@ -190,8 +199,14 @@ def migrate(conn: sqlite3.Connection, migrations: list[str] | None = None) -> in
                 continue
             for statement in statements(steps[number - 1]):
                 conn.execute(statement)
-            conn.execute(
-                "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
-                (number, time.time()),
-            )
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(schema_version)")}
+            if "app_version" in columns:
+                conn.execute(
+                    "INSERT INTO schema_version (version, applied_at, app_version)"
+                    " VALUES (?, ?, ?)", (number, time.time(), __version__))
+            else:
+                conn.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
+                             (number, time.time()))
+            # Also in the header, where any SQLite tool (and a future build) can see it.
+            conn.execute(f"PRAGMA user_version = {int(number)}")
     return len(steps)

@@ -22,7 +22,7 @@ from workbench.engine.requests import (
 )
 from workbench.store import Message, MessageStats
 from workbench.ui.bridge import EngineBridge, LoadedModel
-from workbench.ui.chat.context import model_history
+from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
 from workbench.ui.chat.shown import ShownMessage
@@ -118,9 +118,15 @@ class ChatController:
             self.telemetry.clear()
             self._show_gauge(0)
             return
-        shown, path = await self.db.call(lambda s: _load_path(s, conversation_id))
+        shown, path = await self.db.call(lambda s: _load_recovered(s, conversation_id))
         self.path = path
         self.chat.show_messages(shown)
+        # Not this window's (it is not generating): another live window is writing it now.
+        for message in path:
+            widget = self.chat.widget_for(message.id)
+            if message.status == "streaming" and widget is not None:
+                widget.note.setText(ELSEWHERE_NOTE)
+                widget.note.setVisible(True)
         await self._load_telemetry()
         self._show_gauge(self._used_from_path())
 
@@ -466,6 +472,16 @@ def _store_user_message(store: Any, conversation_id: int | None, parent: int | N
     if conversation_id is None:
         conversation_id = store.create_conversation(" ".join(text.split())[:TITLE_CHARS]).id
     return store.add_message(conversation_id, parent, "user", text)
+
+
+def _load_recovered(store: Any, conversation_id: int
+                    ) -> tuple[list[ShownMessage], list[Message]]:
+    """_load_path, after marking "interrupted" the answers on it whose writer is gone since
+    start-up (a second window that crashed): those still "streaming" are being written."""
+    shown, path = _load_path(store, conversation_id)
+    if any(m.status == "streaming" for m in path) and store.recover_interrupted():
+        shown, path = _load_path(store, conversation_id)
+    return shown, path
 
 
 def _load_path(store: Any, conversation_id: int) -> tuple[list[ShownMessage], list[Message]]:

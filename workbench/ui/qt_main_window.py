@@ -31,13 +31,15 @@ from workbench import paths
 from workbench.config import Config, signature
 from workbench.engine.chat.think import ThinkControl, think_control_note
 from workbench.engine.requests import SessionError
+from workbench.store import StoreFault
+from workbench.ui import store_notices
 from workbench.ui.bridge import EngineBridge, LoadCancelled, LoadedModel
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
 from workbench.ui.chat_controller import ChatController
 from workbench.ui.conversations.qt_controller import ConversationsController
 from workbench.ui.conversations.qt_conversation_list import QtConversationList
-from workbench.ui.db_worker import AsyncStore
+from workbench.ui.db_worker import AsyncStore, StoreInUse
 from workbench.ui.models.qt_model_picker import QtModelPicker
 from workbench.ui.models.recent import add_recent, recent_file
 from workbench.ui.qt_notice_bar import QtNoticeBar
@@ -98,6 +100,10 @@ class QtMainWindow(QMainWindow):
         self.conversation_list = QtConversationList()
         self.chat_view = QtChatView()
         self.notice = QtNoticeBar()
+        # The conversation database's own bar: it stays while the window runs on a temporary
+        # store (a model loading, which clears the notice bar's errors, leaves it alone).
+        self.store_banner = QtNoticeBar()
+        self._store_state: tuple[str, list[str], bool] | None = None
         self.composer = QtComposer()
         centre = QWidget()
         centre.setMinimumWidth(CHAT_MIN_WIDTH)
@@ -105,6 +111,7 @@ class QtMainWindow(QMainWindow):
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)
         column.addWidget(self.chat_view, 1)
+        column.addWidget(self.store_banner)
         column.addWidget(self.notice)
         column.addWidget(self.composer)
         splitter = QSplitter()
@@ -141,6 +148,7 @@ class QtMainWindow(QMainWindow):
             db, self.conversation_list, self.notice, self.chat.open_conversation,
             lambda: self.chat.conversation_id, self.tasks.spawn, self,
         )
+        db.on_fault = self._store_fault
         self._connect()
         self._build_menus()
         self.setAcceptDrops(True)
@@ -242,6 +250,7 @@ class QtMainWindow(QMainWindow):
     async def start(self, load_model: bool = True) -> None:
         """Fill the conversation list, then load the configured model (the bundled default when
         none is set) so the window is ready to chat."""
+        self._show_store_state()
         await self.conversations.refresh()
         # The pages fill in the background, each showing its own failure.
         self.settings_page.tasks.spawn(self.settings_page.start(), name="presets")
@@ -397,6 +406,103 @@ class QtMainWindow(QMainWindow):
             return False
         await self.chat.regenerate(answer_id)
         return True
+
+    # ---- the conversation database's faults -------------------------------------------------
+
+    def _show_store_state(self) -> None:
+        """The store banner for a window on a temporary store (a damaged, newer, read-only or
+        full file: workbench/ui/store_notices.py), and a title that says so."""
+        fault = self.db.fault
+        if fault is None or not self.db.temporary:
+            self.setWindowTitle("Workbench")
+            return
+        text, labels = store_notices.at_open(fault, self.db.copied_conversations)
+        self._banner(text, labels, closable=False)
+        self.setWindowTitle("Workbench (temporary store: nothing is saved)")
+
+    def _banner(self, text: str, labels: list[str], closable: bool) -> None:
+        self._store_state = (text, labels, closable)
+        spawn = self.tasks.spawn
+        actions = {
+            store_notices.SALVAGE: lambda: spawn(self.start_fresh(True), name="store"),
+            store_notices.START_FRESH: lambda: spawn(self.start_fresh(False), name="store"),
+            store_notices.TRY_AGAIN: lambda: spawn(self.retry_store(), name="store"),
+        }
+        pairs = [(label, actions[label]) for label in labels]
+        label, callback = pairs[0] if pairs else ("", None)
+        self.store_banner.show_error(text, label, callback, more=pairs[1:], closable=closable)
+
+    def _restore_banner(self) -> None:
+        if self._store_state is not None:
+            self._banner(*self._store_state)
+
+    def _store_fault(self, fault: StoreFault) -> None:
+        """A database call failed because of the file or its place (a disk that filled up)."""
+        if self.db.temporary:
+            return  # the banner already says nothing is saved
+        self._banner(*store_notices.in_use(fault), closable=True)
+
+    async def start_fresh(self, salvaging: bool) -> bool:
+        """The store banner's Salvage / Move aside: the damaged file is renamed (kept), a new
+        one takes its place, and what can be read of the old one (with `salvaging`) and what
+        was written in the temporary store meanwhile are copied in, on the database worker."""
+        if self.chat.generating:
+            self._restore_banner()
+            self.notice.show_error("Stop the answer first, then move the damaged database aside.")
+            return False
+        self.status.showMessage("Salvaging the damaged database…" if salvaging
+                                else "Moving the damaged database aside…")
+        try:
+            done = await self.db.start_fresh(salvaging)
+        except StoreInUse as exc:
+            self._restore_banner()
+            self.notice.show_error(f"Another workbench window has this database open ({exc}). "
+                                   "Close it, then try again.")
+            return False
+        except StoreFault as fault:  # the new file cannot be made here either
+            self._show_store_state()
+            self.notice.show_error(f"Could not start a new database: {fault.detail}.")
+            return False
+        except OSError as exc:
+            self._restore_banner()
+            self.notice.show_error(f"Could not move the damaged database aside: "
+                                   f"{exc.strerror or exc}. It is unchanged; make its folder "
+                                   "writable, then try again.")
+            return False
+        finally:
+            self.status.clearMessage()
+        self._store_state = None
+        self.setWindowTitle("Workbench")
+        await self._reload_store()
+        self.store_banner.show_info(store_notices.rebuilt(done.aside, done.salvaged, done.merged))
+        return True
+
+    async def retry_store(self) -> bool:
+        """The store banner's Try again: the real file, with what the temporary store gained."""
+        if self.chat.generating:
+            self._restore_banner()
+            self.notice.show_error("Stop the answer first, then try the database again.")
+            return False
+        try:
+            merged = await self.db.retry()
+        except StoreFault:
+            self._show_store_state()  # the fault that still stands, said again
+            self.notice.show_error("The conversation database still cannot be used; see "
+                                   "the message above.")
+            return False
+        self._store_state = None
+        self.setWindowTitle("Workbench")
+        assert self.db.path is not None
+        await self._reload_store()
+        self.store_banner.show_info(store_notices.retried(self.db.path, merged))
+        return True
+
+    async def _reload_store(self) -> None:
+        """Everything shown from the database, again: its ids changed with the file."""
+        await self.conversations.open(None)
+        await self.conversations.refresh()
+        self.settings_page.tasks.spawn(self.settings_page.start(), name="presets")
+        self._refresh_runs()
 
     # ---- drag and drop ------------------------------------------------------------------------
 

@@ -1,12 +1,14 @@
 """A bar above the composer for what the user must see now: errors, and undo offers.
 
 Errors that belong to one answer are shown on that answer; this bar is for the rest (a model
-that will not load, a database problem, a cancelled load). Every message says what to do.
+that will not load, a database problem, a cancelled load). Every message says what to do, and
+may offer it as buttons (`action`, then `more`). A bar that must stay while its condition
+lasts (the window runs on a temporary store) is shown with closable=False.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QWidget
@@ -39,6 +41,8 @@ class QtNoticeBar(QFrame):
         layout.addWidget(self.close_button)
         self.kind = ""
         self._callback: Callable[[], None] | None = None
+        self._more: list[QPushButton] = []
+        self._more_callbacks: list[Callable[[], None]] = []
         self.action.clicked.connect(self._act)
         self.setVisible(False)
 
@@ -46,30 +50,59 @@ class QtNoticeBar(QFrame):
     def text(self) -> str:
         return self.label.text() if self.isVisible() else ""
 
-    def show_error(self, text: str) -> None:
-        self._show("error", text, "", None)
+    def show_error(self, text: str, action: str = "",
+                   callback: Callable[[], None] | None = None, *,
+                   more: Sequence[tuple[str, Callable[[], None]]] = (),
+                   closable: bool = True) -> None:
+        self._show("error", text, action, callback, more, closable)
 
     def show_info(self, text: str, action: str = "",
-                  callback: Callable[[], None] | None = None) -> None:
-        self._show("info", text, action, callback)
+                  callback: Callable[[], None] | None = None, *,
+                  more: Sequence[tuple[str, Callable[[], None]]] = (),
+                  closable: bool = True) -> None:
+        self._show("info", text, action, callback, more, closable)
 
-    def _show(self, kind: str, text: str, action: str,
-              callback: Callable[[], None] | None) -> None:
+    @property
+    def buttons(self) -> list[QPushButton]:
+        """The action buttons shown, in order."""
+        return [b for b in (self.action, *self._more) if not b.isHidden()]
+
+    def _show(self, kind: str, text: str, action: str, callback: Callable[[], None] | None,
+              more: Sequence[tuple[str, Callable[[], None]]], closable: bool) -> None:
         self.kind = kind
         self.setStyleSheet(_STYLES[kind])
         self.label.setText(text)
         self.action.setText(action)
         self.action.setVisible(bool(action))
         self._callback = callback
+        while len(self._more) < len(more):
+            button = QPushButton()
+            index = len(self._more)
+            button.clicked.connect(lambda _=False, i=index: self._act_more(i))
+            self.layout().insertWidget(self.layout().indexOf(self.close_button), button)
+            self._more.append(button)
+        for i, button in enumerate(self._more):
+            button.setVisible(i < len(more))
+            if i < len(more):
+                button.setText(more[i][0])
+        self._more_callbacks = [cb for _, cb in more]
+        self.close_button.setVisible(closable)
         self.setVisible(True)
 
     def dismiss(self) -> None:
         self.setVisible(False)
         self.kind = ""
         self._callback = None
+        self._more_callbacks = []
 
     def _act(self) -> None:
         callback = self._callback
         self.dismiss()
         if callback is not None:
             callback()
+
+    def _act_more(self, index: int) -> None:
+        callbacks = self._more_callbacks
+        self.dismiss()
+        if index < len(callbacks):
+            callbacks[index]()

@@ -35,6 +35,10 @@ NOTES = {
 }
 
 
+ELSEWHERE_NOTE = ("Being written by another workbench window: reopen the conversation to see "
+                  "more. It is not part of this window's model context.")
+
+
 def model_history(path: Sequence[MessageLike]) -> list[dict[str, str]]:
     """The complete user -> assistant pairs of `path`, as chat-template messages."""
     history: list[dict[str, str]] = []
