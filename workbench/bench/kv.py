@@ -42,6 +42,11 @@ class KvReport:
     memory: Interval | None = None  # off / memory
     disk: Interval | None = None  # re-prefill / disk
     history_tokens: int = 0
+    # The composer's forecast against the turn it forecast, in the re-read arm (a real prefill
+    # of the whole history, with the rate measured on this session's earlier turns).
+    forecast_s: list[float] = field(default_factory=list)
+    prefill_s: list[float] = field(default_factory=list)
+    forecast_tokens_exact: bool = True
 
     def last_line(self) -> str:
         assert self.memory is not None and self.disk is not None
@@ -76,20 +81,27 @@ def _primed(config: Config, history: list[dict[str, str]], key: str, session: Se
     return list(session.history)
 
 
-def _ttft(session: Session, history: list[dict[str, str]], key: str) -> tuple[float, str]:
+def _ttft(session: Session, history: list[dict[str, str]], key: str,
+          report: KvReport | None = None) -> tuple[float, str]:
+    forecast = session.forecast(history, QUESTION, key) if report is not None else None
     session.set_history(history)
     result = session.generate(GenerateRequest(text=QUESTION, n_predict=1, conversation=key))
     if not result.ok or result.summary is None:
         raise RuntimeError(f"the measured turn failed: {result.error}")
+    if report is not None and forecast is not None:
+        report.forecast_s.append(forecast.seconds)
+        report.prefill_s.append(result.summary.prefill_seconds)
+        report.forecast_tokens_exact &= forecast.n_to_process == result.summary.n_prompt
     return result.summary.ttft_seconds, result.summary.kv_source
 
 
-def switch_back(config: Config, a: list, b: list) -> tuple[float, str]:
+def switch_back(config: Config, a: list, b: list, report: KvReport | None = None
+                ) -> tuple[float, str]:
     """A, then B, then a new question in A: its TTFT and how its prompt was served."""
     with _open(config, None) as s:
         a_after = _primed(config, a, "a", s)
         _primed(config, b, "b", s)
-        return _ttft(s, a_after, "a")
+        return _ttft(s, a_after, "a", report)
 
 
 def after_restart(config: Config, a: list, spill: bool) -> tuple[float, str]:
@@ -118,7 +130,7 @@ def run_kv(config: Config, *, repeats: int, history_tokens: int,
                       history_tokens=history_tokens)
     arms: dict[str, Callable[[], tuple[float, str]]] = {
         "memory": lambda: switch_back(pool_on, a, b),
-        "off": lambda: switch_back(pool_off, a, b),
+        "off": lambda: switch_back(pool_off, a, b, report),
         "disk": lambda: after_restart(pool_on, a, spill=True),
         "re-prefill": lambda: after_restart(pool_off, a, spill=False),
     }
@@ -134,6 +146,7 @@ def run_kv(config: Config, *, repeats: int, history_tokens: int,
                                        f"not {expected[arm]!r}: the comparison would be void")
                 report.ttft[arm].append(seconds)
                 log(f"repeat {i + 1} {arm}: TTFT {seconds * 1000:.0f} ms ({source})")
+    # The warm-up's pair has no "off" run, so every forecast recorded is a measured repeat.
     report.memory = paired_ratio_ci(report.ttft["off"], report.ttft["memory"])
     report.disk = paired_ratio_ci(report.ttft["re-prefill"], report.ttft["disk"])
     return report
@@ -144,7 +157,15 @@ def format_report(report: KvReport) -> list[str]:
         values = report.ttft[arm]
         return f"{1000 * sum(values) / len(values):.0f} ms"
 
+    errors = [f / p - 1 for f, p in zip(report.forecast_s, report.prefill_s, strict=True)
+              if f >= 0 and p > 0]
+    tokens = "exact" if report.forecast_tokens_exact else "NOT EXACT"
+    forecast = (f"forecast of the re-read: tokens {tokens}, seconds within "
+                f"{100 * max(abs(e) for e in errors):.0f} % "
+                f"(mean {100 * sum(errors) / len(errors):+.0f} %)" if errors
+                else "forecast of the re-read: no rate measured")
     return [
+        forecast,
         f"conversations of ~{report.history_tokens} tokens, "
         f"{len(report.ttft['memory'])} repeats per arm",
         f"switch back: kept in memory {mean_ms('memory')} vs re-read {mean_ms('off')}: "
