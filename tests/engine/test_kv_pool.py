@@ -250,3 +250,35 @@ def test_the_forecast_reads_a_state_kept_on_disk(session, tmp_path):
     assert restored.summary.kv_source == "disk"
     assert (restored.summary.n_prompt, restored.summary.n_reused) == (ahead.n_to_process,
                                                                     ahead.n_reused)
+
+
+def test_a_state_written_by_another_process_is_restored(session, tmp_path,
+                                                        embedded_model_path):
+    """The restart as it really happens: the first session lives and dies in another process."""
+    import json
+    import subprocess
+    import sys
+
+    script = f"""
+import json, sys
+from workbench.config import Config
+from workbench.engine.requests import GenerateRequest
+from workbench.engine.session import Session
+from pathlib import Path
+s = Session.open(Config(model={str(embedded_model_path)!r}, n_predict=12, n_threads=2),
+                 kv_dir=Path({str(tmp_path)!r}))
+r = s.generate(GenerateRequest(text={A1!r}, conversation="1"))
+assert r.ok, r.error
+history = list(s.history)
+s.close()
+print(json.dumps(history))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    history = json.loads(proc.stdout.strip().splitlines()[-1])
+    restored = _turn(_with_history(session(kv_dir=tmp_path), history), A2, "1")
+    assert restored.summary.kv_source == "disk" and restored.summary.n_reused > 0
+    here = session()
+    _turn(here, A1, "1")
+    assert restored.text == _turn(here, A2, "1").text

@@ -432,10 +432,11 @@ class ChatController:
         self.last_result = result
         used = await self._kv_used()
         self._show_gauge(used)
-        self._end_answer()
-        self.status.set_state("idle")
+        # Before the answer ends: whoever waits for the end sees everything of it in place.
         self.telemetry.show_kv_states(kv_states_text(await self.bridge.kv_states(),
                                                      str(self.conversation_id)))
+        self._end_answer()
+        self.status.set_state("idle")
         self.turns_done += 1
         self.on_conversations_changed()
         self.on_turn_finished()
