@@ -282,3 +282,22 @@ print(json.dumps(history))
     here = session()
     _turn(here, A1, "1")
     assert restored.text == _turn(here, A2, "1").text
+
+
+def test_the_metrics_file_says_how_each_prompt_was_served(session, tmp_path):
+    from workbench.engine.metrics_reader import read_metrics_csv
+    from workbench.engine.sinks import CsvMetricsSink
+
+    sink = CsvMetricsSink(tmp_path / "run.csv")
+    s = session(sink=sink)
+    _turn(s, A1, "1")
+    history_a = list(s.history)
+    s.set_history([])
+    _turn(s, B1, "2")
+    s.set_history(history_a)
+    _turn(s, A2, "1")
+    s.close()
+    sink.close()
+    summaries = read_metrics_csv(tmp_path / "run.csv").summaries
+    assert [x["kv_source"] for x in summaries] == ["fresh", "fresh", "memory"]
+    assert summaries[0]["kv_restore_s"] == -1 and summaries[2]["kv_restore_s"] >= 0

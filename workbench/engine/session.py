@@ -51,6 +51,7 @@ log = logging.getLogger("workbench.session")
 
 MIN_RATE_TOKENS = 16  # prompt tokens a turn must read to count towards the prefill rate
 
+
 class Session:
     """Owns one model, one context and the conversation it holds."""
 
@@ -352,17 +353,15 @@ class Session:
             )
         turn = Turn(index=self._turn_index, prompt=prompt, n_predict=n_predict,
                     started_ns=started_ns)
-        restored, restore_s = self._switch_to(request.conversation)
+        turn.restored, turn.restore_seconds = self._switch_to(request.conversation)
         reprefill_reason = self._reprefill_reason(prompt.text)
         turn.n_common = self._kv.reuse_prefix(prompt.tokens)
         result = self._turn_loop().run(turn, on_token, on_prefill)
-        if result.summary is not None:
-            result.summary.kv_source = restored or ("memory" if turn.n_common else "fresh")
-            result.summary.kv_restore_seconds = restore_s
-            if result.summary.n_prompt >= MIN_RATE_TOKENS:  # a few tokens time mostly overhead
-                tokens, seconds = self._prefilled
-                self._prefilled = (tokens + result.summary.n_prompt,
-                                   seconds + result.summary.prefill_seconds)
+        summary = result.summary
+        if summary is not None and summary.n_prompt >= MIN_RATE_TOKENS:
+            # A turn that read a few tokens times mostly overhead, not the prefill rate.
+            tokens, seconds = self._prefilled
+            self._prefilled = (tokens + summary.n_prompt, seconds + summary.prefill_seconds)
         self._after_turn(turn, result)
         result.notes.extend(prompt.notes)
         result.reprefill_reason = reprefill_reason

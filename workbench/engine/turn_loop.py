@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from workbench.backend import llama
 from workbench.backend.abort import AbortFlag
 from workbench.engine.kv_memory import KvMemory
-from workbench.engine.metrics import TokenMetrics
+from workbench.engine.metrics import UNMEASURED, TokenMetrics
 from workbench.engine.probes import MemoryProbe, counters
 from workbench.engine.prompt import Prompt
 from workbench.engine.requests import GenerateResult, PrefillProgress, StopReason, TokenEvent
@@ -41,6 +41,8 @@ class Turn:
     n_predict: int
     started_ns: int
     n_common: int = 0  # prompt tokens reused from the KV memory
+    restored: str = ""  # "memory" / "disk" when the conversation's KV state was restored
+    restore_seconds: float = UNMEASURED  # how long that took (TTFT includes it)
     generated: list[str] = field(default_factory=list)  # decoded pieces, as fed to the KV
     utf8: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -147,6 +149,8 @@ class TurnLoop:
             load_seconds=p.load_seconds, prefill_ns=prefill_end - prefill_start,
             ttft_ns=ttft_ns, tail_ns=end_ns - prev_end,
         )
+        result.summary.kv_source = turn.restored or ("memory" if turn.n_common else "fresh")
+        result.summary.kv_restore_seconds = turn.restore_seconds
         if streaming is not None:
             streaming.fill_summary(result.summary)
         if sink is not None:
