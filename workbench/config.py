@@ -223,7 +223,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Memory for the model state of other conversations, so switching back skips re-reading",
             "request", unit="MiB", min=-1, max=MEMORY_MIB, doc_max="physical memory",
             special=((-1, "automatic: a quarter of the memory available, at most 2048"),
-                     (0, "off: every switch re-reads the conversation"))),
+                     (0, "none in memory; kv_disk_mb may still keep them on disk"))),
     Setting("kv_disk_mb", "int", 2048, "Conversation states on disk", "Conversations",
             "Disk for conversation states evicted from memory or kept at close, for restarts",
             "request", unit="MiB", min=0, max=1 << 24, special=((0, "off"),)),

@@ -57,7 +57,7 @@ class ScriptedBridge:
     async def close(self) -> None:
         pass
 
-    async def generate(self, request: GenerateRequest) -> AsyncIterator[Any]:
+    async def generate(self, request: GenerateRequest, stop: Any = None) -> AsyncIterator[Any]:
         messages = [*self.history, {"role": "user", "content": request.text}]
         prompt = self.template.render(messages, add_generation_prompt=True,
                                       enable_thinking=True)

@@ -64,10 +64,10 @@ def test_a_stop_at_each_step_of_the_start_stops_the_answer(qtbot, make_window, m
             window.chat.stop()
         return await real_call(fn)
 
-    def generate_after_a_stop(request):
+    def generate_after_a_stop(request, *args):
         if step == "generate":
             window.chat.stop()
-        return real_generate(request)
+        return real_generate(request, *args)
 
     window.db.call = call_then_maybe_stop
     window.bridge.generate = generate_after_a_stop
@@ -87,3 +87,14 @@ def test_a_stop_at_each_step_of_the_start_stops_the_answer(qtbot, make_window, m
     qtbot.mouseClick(window.composer.button, Qt.MouseButton.LeftButton)  # "Stop"
     qtbot.waitUntil(lambda: window.chat.turns_done > done, timeout=WAIT)
     assert window.chat_view.messages[-1].shown.status == "stopped"
+
+
+def test_a_stop_after_the_engine_finished_does_not_stop_the_next_answer(qtbot, make_window):
+    """A Stop that lands while the answer is being saved, after the engine ended, has nothing
+    to stop; it must not stay pending and stop the next answer instead."""
+    window = make_window()
+    send(qtbot, window, "Say hello.")
+    window.bridge.cancel()  # the engine is idle: as a late Stop reaches it
+    send(qtbot, window, "Say hello again.")
+    assert window.chat_view.messages[-1].shown.status == "complete"
+    assert window.chat.last_result.summary.n_generated > 0

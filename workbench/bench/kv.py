@@ -67,11 +67,7 @@ def conversation(seed: int, target_tokens: int, count: Callable[[str], int]
     return history
 
 
-def _open(config: Config, kv_dir: Path | None) -> Session:
-    return Session.open(config, kv_dir=kv_dir)
-
-
-def _primed(config: Config, history: list[dict[str, str]], key: str, session: Session
+def _primed(session: Session, history: list[dict[str, str]], key: str
             ) -> list[dict[str, str]]:
     """One turn of conversation `key` on `history` (its KV now holds it); the history after."""
     session.set_history(history)
@@ -98,9 +94,9 @@ def _ttft(session: Session, history: list[dict[str, str]], key: str,
 def switch_back(config: Config, a: list, b: list, report: KvReport | None = None
                 ) -> tuple[float, str]:
     """A, then B, then a new question in A: its TTFT and how its prompt was served."""
-    with _open(config, None) as s:
-        a_after = _primed(config, a, "a", s)
-        _primed(config, b, "b", s)
+    with Session.open(config, kv_dir=None) as s:
+        a_after = _primed(s, a, "a")
+        _primed(s, b, "b")
         return _ttft(s, a_after, "a", report)
 
 
@@ -108,9 +104,9 @@ def after_restart(config: Config, a: list, spill: bool) -> tuple[float, str]:
     """A, close, a new session, a new question in A (with or without the disk spill)."""
     with tempfile.TemporaryDirectory(prefix="workbench-bench-kv-") as tmp:
         kv_dir = Path(tmp) if spill else None
-        with _open(config, kv_dir) as first:
-            a_after = _primed(config, a, "a", first)
-        with _open(config, kv_dir) as second:
+        with Session.open(config, kv_dir=kv_dir) as first:
+            a_after = _primed(first, a, "a")
+        with Session.open(config, kv_dir=kv_dir) as second:
             # A new context's first decode pays one-time costs (buffers, first touches of the
             # weights) that either arm would pay: paid here, outside the measured turn.
             second.generate(GenerateRequest(text="Hi", n_predict=1, conversation="warm-up"))
@@ -121,7 +117,7 @@ def run_kv(config: Config, *, repeats: int, history_tokens: int,
            log: Callable[[str], None]) -> KvReport:
     pool_on = config.replace(kv_pool_mb=max(config.kv_pool_mb, 512), kv_disk_mb=2048)
     pool_off = config.replace(kv_pool_mb=0, kv_disk_mb=0)
-    with _open(config, None) as probe:
+    with Session.open(config, kv_dir=None) as probe:
         def count(text: str) -> int:
             return len(probe._model.tokenize(text, add_special=False, parse_special=False))
         a = conversation(1, history_tokens, count)

@@ -103,7 +103,7 @@ class KvPool:
         """The conversation left the context (or the turn failed): its entry may go now."""
         state.checked_out = False
         if state.evicted:
-            self._drop(state, spill=True)
+            self._drop(state)
 
     def discard(self, key: str) -> None:
         """Forget `key` everywhere (a decode failure: nothing of its state can be trusted)."""
@@ -120,13 +120,9 @@ class KvPool:
     def close(self) -> None:
         """Every state kept in memory goes to the disk spill (there is one per restart)."""
         for state in list(self._states.values()):
-            self._drop(state, spill=True)
+            self._drop(state)
 
     # ---- looking ------------------------------------------------------------------------------
-
-    @property
-    def memory_bytes(self) -> int:
-        return sum(s.nbytes for s in self._states.values())
 
     def get(self, key: str) -> PooledState | None:
         return self._states.get(key)
@@ -152,17 +148,18 @@ class KvPool:
             candidates = [s for s in self._states.values() if not s.evicted]
             free = [s for s in candidates if not s.checked_out]
             if free:
-                self._drop(min(free, key=lambda s: s.last_used), spill=True)
+                self._drop(min(free, key=lambda s: s.last_used))
                 continue
             # Only checked-out states are left over budget: they go when released.
             for state in candidates:
                 state.evicted = True
             break
 
-    def _drop(self, state: PooledState, *, spill: bool) -> None:
+    def _drop(self, state: PooledState) -> None:
+        """Out of memory, onto the disk spill if there is one."""
         if self._states.get(state.key) is state:
             del self._states[state.key]
-        if spill and self.spill is not None and state.data is not None:
+        if self.spill is not None and state.data is not None:
             self.spill.save(SpilledState(state.key, state.tokens, state.data))
         state.data = None
 

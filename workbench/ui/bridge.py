@@ -90,8 +90,11 @@ class EngineBridge:
         self._session: Session | None = None  # touched only on the engine thread...
         self._live: Session | None = None  # ...except this reference, used for cancel()
         self._cancel_load = threading.Event()
-        self._cancel_generate = threading.Event()
         self._generating = False
+        # cancel() reaches the session only while the engine thread runs a generation: a Stop
+        # that lands after it ended would otherwise stay set and stop the next answer.
+        self._engine_lock = threading.Lock()
+        self._engine_busy = False
         self._closed = False
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -204,17 +207,21 @@ class EngineBridge:
     # ---- generation -----------------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Stop the current generation, prefill included, or the one about to start. Safe from
-        any thread, never blocks."""
-        self._cancel_generate.set()
-        live = self._live
-        if live is not None:
-            live.cancel()
+        """Stop the generation the engine is running, prefill included. Safe from any thread,
+        never blocks. A stop meant for an answer the engine has not started yet is the
+        `stop` event given to `generate`."""
+        with self._engine_lock:
+            live = self._live if self._engine_busy else None
+            if live is not None:
+                live.cancel()
 
-    async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+    async def generate(self, request: GenerateRequest, stop: threading.Event | None = None
+                       ) -> AsyncIterator[EngineEvent]:
         """PrefillProgress and TokenEvent as they happen, then exactly one GenerateResult.
 
-        Leaving the loop early cancels the generation and waits for the engine to confirm.
+        `stop`, when set before the engine starts this generation, stops it before its first
+        decode (a Stop pressed as the answer starts); later, `cancel()` does. Leaving the loop
+        early cancels the generation and waits for the engine to confirm.
         """
         if self._generating:
             raise EngineBusy("a generation is already running")
@@ -223,33 +230,19 @@ class EngineBridge:
             loop, poll_s=lambda: shared_pacer().interval(EVENT_POLL_S, MAX_EVENT_POLL_S))
         put = events.push
         self._generating = True
-        # Not cleared here: a cancel() made as this answer starts (before this line runs) must
-        # stop it. The flag is spent when the generation ends.
-        cancel_flag = self._cancel_generate
-
-        def recancel() -> None:
-            # cancel() may land between our check and generate() clearing the session's flag;
-            # repeating it from the callbacks closes that window at the next prefill chunk/token.
-            if cancel_flag.is_set() and self._session is not None:
-                self._session.cancel()
-
-        def on_token(event: TokenEvent) -> None:
-            put(event)
-            recancel()
-
-        def on_prefill(progress: PrefillProgress) -> None:
-            put(progress)
-            recancel()
 
         def job() -> None:
             try:
-                # Even when already cancelled: the session then stops before its first decode
-                # and spends the cancel, which would otherwise stop the next answer too.
-                if cancel_flag.is_set() and self._session is not None:
-                    self._session.cancel()
-                result = self._require().generate(
-                    request, on_token=on_token, on_prefill=on_prefill
-                )
+                session = self._require()
+                with self._engine_lock:
+                    self._engine_busy = True
+                    if stop is not None and stop.is_set():
+                        session.cancel()  # spent by this generation, before its first decode
+                try:
+                    result = session.generate(request, on_token=put, on_prefill=put)
+                finally:
+                    with self._engine_lock:
+                        self._engine_busy = False
                 put(result)
             except BaseException as exc:  # surfaced to the awaiting coroutine, not swallowed
                 put(exc)
@@ -270,7 +263,6 @@ class EngineBridge:
                 while not any(isinstance(item, GenerateResult | BaseException)
                               for item in await events.get_batch()):
                     pass
-            cancel_flag.clear()
             self._generating = False
 
     # ---- the engine thread --------------------------------------------------------------------

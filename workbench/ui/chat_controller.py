@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -74,6 +75,7 @@ class ChatController:
         self.turns_done = 0  # finished generations (tests and the screenshot wait on it)
         self._writes: set[asyncio.Task[Any]] = set()  # throttled saves in flight
         self._forecast_task: asyncio.Task[None] | None = None
+        self._stop = threading.Event()  # this answer's Stop, for the engine before it starts
 
     # ---- model --------------------------------------------------------------------------------
 
@@ -272,6 +274,7 @@ class ChatController:
         if not self.generating or self.stopping:
             return
         self.stopping = True
+        self._stop.set()
         self.bridge.cancel()
         self.composer.set_stopping()
         self.status.set_state("stopping")
@@ -287,6 +290,7 @@ class ChatController:
 
     def _begin_answer(self) -> None:
         self.generating, self.stopping = True, False
+        self._stop = threading.Event()
         self.composer.set_busy(True)
         self.chat.set_actions_enabled(False)
 
@@ -323,7 +327,7 @@ class ChatController:
             request = GenerateRequest(text=text, n_predict=self.config.n_predict,
                                       conversation=str(answer.conversation_id),
                                       think=self.composer.think.isChecked())
-            async for event in self.bridge.generate(request):
+            async for event in self.bridge.generate(request, self._stop):
                 if isinstance(event, TokenEvent):
                     self._on_token(event, recorder, widget)
                     if recorder.due_write():
