@@ -214,6 +214,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Non-expert weights: anon reads them once into private memory; mmap leaves them to "
             "the page cache", "load", choices=("anon", "mmap"),
             requires=_STREAMING),
+    Setting("lean_load", "bool", True, "Lean load", "Streaming",
+            "Load without reading the whole file first: only the dense weights and the experts "
+            "the first token routes to are read at load", "load", requires=_STREAMING),
     Setting("n_expert_used", "int", 0, "Active experts", "Speed / quality",
             "Experts each token uses; fewer than the model's top-k is faster and lossy", "load",
             unit="experts", min=0, special=((0, "model default"),),
@@ -263,6 +266,7 @@ class Config:
     io_threads: int = _default("io_threads")
     o_direct: bool = _default("o_direct")
     dense_weights: str = _default("dense_weights")
+    lean_load: bool = _default("lean_load")
     n_expert_used: int = _default("n_expert_used")
     kv_pool_mb: int = _default("kv_pool_mb")
     kv_disk_mb: int = _default("kv_disk_mb")

@@ -125,6 +125,38 @@ WB_API void wb_streamer_set_abort_flag(struct wb_streamer * s, struct wb_abort_f
 // The streaming failure that aborted a decode ("" when none); returns the full length.
 WB_API int32_t wb_streamer_fatal(const struct wb_streamer * s, char * buf, size_t buf_size);
 
+// ---- lean streamed load ----------------------------------------------------------------------
+// llama.cpp maps a model with MAP_POPULATE and advises WILLNEED over the whole file. Between begin
+// and end, on the calling thread only, libllama's GOT entries for mmap/mmap64/posix_madvise lead
+// to wrappers. For a read-only mapping of one of `paths` they drop MAP_POPULATE, map anonymous
+// zero pages over the (page-aligned, inward) expert ranges, and narrow WILLNEED to the rest;
+// every other call passes through unchanged. Only for a streamed load: the streamer must rebind
+// every expert tensor before a real decode. end restores the original entries (once the last
+// armed thread ends). begin fails (-1, reason in wb_last_error) if libllama's imports cannot be
+// found or written; the load then runs the normal way.
+struct wb_lean_range {
+    int32_t file;     // index into paths
+    uint64_t offset;  // bytes into that file
+    uint64_t nbytes;
+};
+
+struct wb_lean_load_stats {
+    uint64_t populate_stripped;       // model mmaps whose MAP_POPULATE was dropped
+    uint64_t file_maps;               // model mmaps made while armed
+    uint64_t file_map_bytes;
+    uint64_t blanked_bytes;           // expert bytes given zero pages instead of file pages
+    uint64_t blank_failures;          // expert ranges left file-backed (correct, just read)
+    uint64_t willneed_narrowed;       // WILLNEED calls on model mappings narrowed to the dense part
+    uint64_t willneed_bytes;          // bytes still advised WILLNEED (metadata, dense weights)
+    uint64_t willneed_skipped_bytes;  // expert bytes left out of it
+};
+
+WB_API int32_t wb_lean_load_begin(const char * const * paths, int32_t n_paths,
+                                  const struct wb_lean_range * experts, uint64_t n_experts);
+WB_API int32_t wb_lean_load_end(struct wb_lean_load_stats * out);
+// GOT entries currently pointing at the wrappers (0 when no load is armed).
+WB_API int32_t wb_lean_load_patched(void);
+
 // ---- yardstick -------------------------------------------------------------------------------
 // O_DIRECT preads of the given byte ranges (each widened to 4 KiB boundaries) on `lanes` threads
 // pulling from one counter; reports bytes and wall ns. Independent of the streamer's reader.

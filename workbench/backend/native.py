@@ -63,6 +63,23 @@ class WbStreamCounters(ctypes.Structure):
     ] + [("o_direct", ctypes.c_int32), ("lanes", ctypes.c_int32)]
 
 
+class WbLeanRange(ctypes.Structure):
+    """Mirror of `struct wb_lean_range`."""
+
+    _fields_ = [("file", ctypes.c_int32), ("offset", ctypes.c_uint64), ("nbytes", ctypes.c_uint64)]
+
+
+class WbLeanLoadStats(ctypes.Structure):
+    """Mirror of `struct wb_lean_load_stats`."""
+
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in ("populate_stripped", "file_maps", "file_map_bytes", "blanked_bytes",
+                     "blank_failures", "willneed_narrowed", "willneed_bytes",
+                     "willneed_skipped_bytes")
+    ]
+
+
 def _bind(lib: ctypes.CDLL) -> None:
     c = ctypes
     signatures: dict[str, tuple[list[type], type | None]] = {
@@ -101,6 +118,10 @@ def _bind(lib: ctypes.CDLL) -> None:
                                    c.c_int32),
         "wb_streamer_set_abort_flag": ([c.c_void_p, c.c_void_p], None),
         "wb_streamer_fatal": ([c.c_void_p, c.c_char_p, c.c_size_t], c.c_int32),
+        "wb_lean_load_begin": ([c.POINTER(c.c_char_p), c.c_int32, c.POINTER(WbLeanRange),
+                                c.c_uint64], c.c_int32),
+        "wb_lean_load_end": ([c.POINTER(WbLeanLoadStats)], c.c_int32),
+        "wb_lean_load_patched": ([], c.c_int32),
         "wb_iobench": ([c.c_char_p, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64), c.c_uint64,
                         c.c_int32, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)], c.c_int32),
     }

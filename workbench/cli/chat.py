@@ -269,4 +269,5 @@ def streaming_banner(session) -> str:
         f"{'O_DIRECT' if info.o_direct else 'buffered'} reads, dense weights {info.dense_policy}"
         + (f" ({info.dense_bytes_read / (1 << 20):.0f} MiB read into memory)"
            if info.dense_bytes_read else "")
+        + (f"; {info.load_note}" if info.load_note else "")
     )

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
 from workbench.backend import llama
@@ -42,6 +43,7 @@ from workbench.engine.sinks import Sink
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
 from workbench.moe.layout import ModelFacts, ModelFileError, read_model_facts
+from workbench.moe.lean_load import lean_load
 from workbench.moe.registry import NotStreamableError
 from workbench.moe.streamer import StreamerError
 
@@ -134,10 +136,18 @@ class Session:
                 self._streaming = StreamingRuntime(cfg, self.facts, trace=trace)
             except (NotStreamableError, StreamerError) as exc:
                 raise SessionError(str(exc)) from exc
+        # Armed for the load alone: the streamer reads the experts itself, so llama.cpp need not
+        # read the whole file up front.
+        lean = (lean_load(self.facts.shards, self._streaming.experts)
+                if self._streaming is not None and cfg.lean_load else nullcontext())
         try:
-            self._model = llama.Model(path, llama.ModelParams(kv_overrides_int=overrides), progress)
+            with lean as report:
+                self._model = llama.Model(path, llama.ModelParams(kv_overrides_int=overrides),
+                                          progress)
         except llama.LlamaError as exc:
             raise SessionError(load_failure_message(path, self.facts, str(exc))) from exc
+        if self._streaming is not None:
+            self._streaming.lean = report
         n_batch = min(cfg.n_batch, cfg.n_ctx)
         try:
             self._ctx = llama.Context(
@@ -239,6 +249,9 @@ class Session:
                        f"noise; set --n-ctx {trained} or less")
         if self._streaming:
             out.extend(self._streaming.warnings)
+            lean = self._streaming.lean
+            if lean is not None and not lean.armed:
+                out.append(lean.note)
         return out
 
     def apply_request_settings(self, config: Config) -> None:
@@ -296,6 +309,7 @@ class Session:
             settings["cache_mb"] = round(info.budget.mib) if info.budget.enabled else 0
             settings["o_direct"] = info.o_direct
             settings["io_threads"] = info.lanes
+            settings["lean_load"] = info.lean_load
         return settings
 
     # ---- generation -------------------------------------------------------------------------

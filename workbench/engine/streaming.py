@@ -22,6 +22,7 @@ from workbench.engine.metrics import UNMEASURED, RunSummary, TokenMetrics
 from workbench.engine.requests import ExpertActivity
 from workbench.moe.budget import MIB, CacheBudget, cliff_warning, resolve_budget
 from workbench.moe.layout import ModelFacts, expert_tensors, read_tensors
+from workbench.moe.lean_load import LeanLoadReport
 from workbench.moe.registry import check_streamable
 from workbench.moe.streamer import ExpertMapSnapshot, ExpertStreamer, StreamCounters
 
@@ -38,6 +39,8 @@ class StreamingInfo:
     dense_policy: str
     dense_bytes_read: int
     total_expert_bytes: int
+    lean_load: bool  # the model load skipped reading the whole file
+    load_note: str  # what the load did about that ("" when lean_load is off)
 
 
 class StreamingRuntime:
@@ -61,6 +64,7 @@ class StreamingRuntime:
             budget_bytes=self.budget.bytes, trace=trace,
         )
         self.dense_bytes_read = 0
+        self.lean: LeanLoadReport | None = None  # set by the session around the model load
         # One token's worst-case expert demand: every MoE layer routes top-k distinct experts.
         top_k = config.n_expert_used or facts.n_expert_used
         per_layer: dict[int, int] = {}
@@ -103,6 +107,8 @@ class StreamingRuntime:
         return StreamingInfo(
             budget=self.budget, o_direct=c.o_direct, lanes=c.lanes, dense_policy=self.dense_policy,
             dense_bytes_read=self.dense_bytes_read, total_expert_bytes=self.total_expert_bytes,
+            lean_load=self.lean is not None and self.lean.effective,
+            load_note=self.lean.note if self.lean is not None else "",
         )
 
     # ---- telemetry --------------------------------------------------------------------------
