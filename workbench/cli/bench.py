@@ -23,10 +23,11 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     add_matrix_parser(kinds)
 
     stream = kinds.add_parser(
-        "stream", help="expert streaming: machinery overhead, bigger than memory, I/O efficiency"
+        "stream", help="expert streaming: machinery overhead, bigger than memory, I/O efficiency, "
+        "load cost"
     )
-    stream.add_argument("--which", default="machinery,memory,io",
-                        help="comma-separated: machinery, memory, io")
+    stream.add_argument("--which", default="machinery,memory,io,load",
+                        help="comma-separated: machinery, memory, io, load")
     stream.add_argument("-m", "--model", type=Path,
                         help="MoE GGUF to use (default: a generated bench-size synthetic MoE)")
     stream.add_argument("--gib", type=float, default=2.0,
@@ -95,8 +96,15 @@ def run_stream_cmd(args: argparse.Namespace) -> int:
         elif name == "io":
             lines.append(stream.io_efficiency(model, lanes=args.lanes, repeats=args.repeats,
                                               n_tokens=args.tokens, threads=args.threads, log=log))
+        elif name == "load":
+            from workbench.bench.stream_load import load_cost
+
+            leave = args.leave_mib or model.stat().st_size // (2 << 20)
+            lines.append(load_cost(model, leave_mib=leave, repeats=args.repeats,
+                                   threads=args.threads, log=log))
         else:
-            print(f"error: unknown benchmark {name!r} (machinery, memory, io)", file=sys.stderr)
+            print(f"error: unknown benchmark {name!r} (machinery, memory, io, load)",
+                  file=sys.stderr)
             return 2
         log(lines[-1])
     print("\n".join(lines))
