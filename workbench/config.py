@@ -215,8 +215,8 @@ SETTINGS: tuple[Setting, ...] = (
             "the page cache", "load", choices=("anon", "mmap"),
             requires=_STREAMING),
     Setting("lean_load", "bool", True, "Lean load", "Streaming",
-            "Load without reading the whole file first: only the dense weights and the experts "
-            "the first token routes to are read at load", "load", requires=_STREAMING),
+            "Read only metadata and dense weights at load, not the whole file (experts are read "
+            "when routed)", "load", requires=_STREAMING),
     Setting("n_expert_used", "int", 0, "Active experts", "Speed / quality",
             "Experts each token uses; fewer than the model's top-k is faster and lossy", "load",
             unit="experts", min=0, special=((0, "model default"),),

@@ -128,12 +128,12 @@ WB_API int32_t wb_streamer_fatal(const struct wb_streamer * s, char * buf, size_
 // ---- lean streamed load ----------------------------------------------------------------------
 // llama.cpp maps a model with MAP_POPULATE and advises WILLNEED over the whole file. Between begin
 // and end, on the calling thread only, libllama's GOT entries for mmap/mmap64/posix_madvise lead
-// to wrappers. For a read-only mapping of one of `paths` they drop MAP_POPULATE, map anonymous
-// zero pages over the (page-aligned, inward) expert ranges, and narrow WILLNEED to the rest;
-// every other call passes through unchanged. Only for a streamed load: the streamer must rebind
-// every expert tensor before a real decode. end restores the original entries (once the last
-// armed thread ends). begin fails (-1, reason in wb_last_error) if libllama's imports cannot be
-// found or written; the load then runs the normal way.
+// to wrappers. For a read-only mapping at offset 0 of one of `paths` they drop MAP_POPULATE, map
+// anonymous zero pages over the `blank` ranges (page-aligned inward) and narrow WILLNEED to the
+// rest; every other call passes through unchanged. Only for a streamed load: before any real
+// decode every blanked tensor must be rebound (streamer, dense anon) or restored. end restores
+// the GOT entries (once the last armed thread ends). begin fails (-1, reason in wb_last_error)
+// if libllama's imports cannot be found or written; the load then runs the normal way.
 struct wb_lean_range {
     int32_t file;     // index into paths
     uint64_t offset;  // bytes into that file
@@ -144,16 +144,21 @@ struct wb_lean_load_stats {
     uint64_t populate_stripped;       // model mmaps whose MAP_POPULATE was dropped
     uint64_t file_maps;               // model mmaps made while armed
     uint64_t file_map_bytes;
-    uint64_t blanked_bytes;           // expert bytes given zero pages instead of file pages
-    uint64_t blank_failures;          // expert ranges left file-backed (correct, just read)
-    uint64_t willneed_narrowed;       // WILLNEED calls on model mappings narrowed to the dense part
-    uint64_t willneed_bytes;          // bytes still advised WILLNEED (metadata, dense weights)
-    uint64_t willneed_skipped_bytes;  // expert bytes left out of it
+    uint64_t blanked_bytes;           // bytes given zero pages instead of file pages
+    uint64_t blank_failures;          // ranges left file-backed (correct, just read on touch)
+    uint64_t willneed_narrowed;       // WILLNEED calls on model mappings narrowed
+    uint64_t willneed_bytes;          // bytes still advised WILLNEED
+    uint64_t willneed_skipped_bytes;  // blanked bytes left out of it
 };
 
 WB_API int32_t wb_lean_load_begin(const char * const * paths, int32_t n_paths,
-                                  const struct wb_lean_range * experts, uint64_t n_experts);
-WB_API int32_t wb_lean_load_end(struct wb_lean_load_stats * out);
+                                  const struct wb_lean_range * blank, uint64_t n_blank);
+// Also gives each shard's mapping address (0: not mapped while armed) in bases[0..n_bases).
+WB_API int32_t wb_lean_load_end(struct wb_lean_load_stats * out, uint64_t * bases, int32_t n_bases);
+// Maps the file pages of [offset, offset + nbytes) of `path` back over a blanked range of its
+// mapping at `base` (for a tensor the graph did not capture). Returns the bytes restored, or -1.
+WB_API int64_t wb_lean_load_restore(const char * path, uint64_t base, uint64_t offset,
+                                    uint64_t nbytes);
 // GOT entries currently pointing at the wrappers (0 when no load is armed).
 WB_API int32_t wb_lean_load_patched(void);
 

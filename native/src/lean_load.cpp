@@ -10,6 +10,7 @@
 #include "workbench_native.h"
 
 #include <elf.h>
+#include <fcntl.h>
 #include <link.h>
 #include <dlfcn.h>
 #include <sys/mman.h>
@@ -41,10 +42,10 @@ constexpr uint32_t kGlobDat = R_AARCH64_GLOB_DAT;
 
 struct Range { uint64_t begin, end; };
 
-// What one armed load knows: the model's shards and, per shard, its expert ranges (sorted).
+// What one armed load knows: the model's shards and, per shard, the ranges to blank (sorted).
 struct Plan {
     std::vector<std::pair<dev_t, ino_t>> shards;
-    std::vector<std::vector<Range>> experts;  // file offsets, page-aligned inward
+    std::vector<std::vector<Range>> blank;  // file offsets, page-aligned inward
 };
 
 struct Mapping {
@@ -70,11 +71,12 @@ int shard_of(int fd) {
     return -1;
 }
 
-// Replaces the expert ranges of a fresh mapping of the whole shard with anonymous zero pages:
+// Replaces the planned ranges of a fresh mapping of the whole shard with anonymous zero pages:
 // the capture warm-up then computes on zeros there (its output is discarded) instead of faulting
-// the routed experts in from disk, and the streamer rebinds those tensors before any real decode.
-void blank_experts(void * p, uint64_t len, int shard) {
-    for (const Range & r : tl_plan.experts[shard]) {
+// the weights in from disk, and the session rebinds or restores those tensors before any real
+// decode.
+void blank_ranges(void * p, uint64_t len, int shard) {
+    for (const Range & r : tl_plan.blank[shard]) {
         if (r.end > len) continue;
         void * at = static_cast<uint8_t *>(p) + r.begin;
         void * got = mmap(at, r.end - r.begin, PROT_READ,
@@ -101,14 +103,14 @@ void * lean_mmap(void * addr, size_t len, int prot, int flags, int fd, off_t off
     if (p != MAP_FAILED) {
         ++tl_stats.file_maps;
         tl_stats.file_map_bytes += len;
-        if (off == 0 && !(prot & PROT_WRITE)) blank_experts(p, len, shard);
+        if (off == 0 && !(prot & PROT_WRITE)) blank_ranges(p, len, shard);
         tl_maps.push_back({reinterpret_cast<uintptr_t>(p), len, shard});
     }
     return p;
 }
 
-// WILLNEED over a model mapping becomes WILLNEED over its non-expert parts only (metadata and
-// dense weights, which the warm-up and the dense policy read anyway).
+// WILLNEED over a model mapping becomes WILLNEED over what was not blanked (metadata, and the
+// dense weights when they stay on the mapping).
 int lean_posix_madvise(void * addr, size_t len, int advice) {
     if (!tl_armed || advice != POSIX_MADV_WILLNEED) return posix_madvise(addr, len, advice);
     const uintptr_t b = reinterpret_cast<uintptr_t>(addr);
@@ -123,7 +125,7 @@ int lean_posix_madvise(void * addr, size_t len, int advice) {
             tl_stats.willneed_bytes += to - from;
             if (posix_madvise(reinterpret_cast<void *>(m.addr + from), to - from, advice) != 0) rc = -1;
         };
-        for (const Range & r : tl_plan.experts[m.shard]) {
+        for (const Range & r : tl_plan.blank[m.shard]) {
             if (r.end <= pos || r.begin >= stop) continue;
             advise(pos, r.begin);
             tl_stats.willneed_skipped_bytes += std::min(r.end, stop) - std::max(r.begin, pos);
@@ -310,7 +312,7 @@ void unpatch() {
 extern "C" {
 
 int32_t wb_lean_load_begin(const char * const * paths, int32_t n_paths,
-                           const struct wb_lean_range * experts, uint64_t n_experts) {
+                           const struct wb_lean_range * blank, uint64_t n_blank) {
     return wb::guarded([&] {
         if (tl_armed) throw std::runtime_error("a lean load is already armed on this thread");
         Plan plan;
@@ -323,15 +325,15 @@ int32_t wb_lean_load_begin(const char * const * paths, int32_t n_paths,
             }
             plan.shards.emplace_back(st.st_dev, st.st_ino);
         }
-        plan.experts.resize(plan.shards.size());
-        for (uint64_t i = 0; i < n_experts; ++i) {
-            const wb_lean_range & r = experts[i];
-            if (r.file < 0 || r.file >= n_paths) throw std::runtime_error("expert range names no shard");
+        plan.blank.resize(plan.shards.size());
+        for (uint64_t i = 0; i < n_blank; ++i) {
+            const wb_lean_range & r = blank[i];
+            if (r.file < 0 || r.file >= n_paths) throw std::runtime_error("a blank range names no shard");
             const uint64_t b = (r.offset + ps - 1) & ~(ps - 1);
             const uint64_t e = (r.offset + r.nbytes) & ~(ps - 1);
-            if (e > b) plan.experts[r.file].push_back({b, e});
+            if (e > b) plan.blank[r.file].push_back({b, e});
         }
-        for (auto & v : plan.experts) {
+        for (auto & v : plan.blank) {
             std::sort(v.begin(), v.end(), [](const Range & a, const Range & b) { return a.begin < b.begin; });
         }
         std::lock_guard<std::mutex> lock(g_mu);
@@ -348,9 +350,13 @@ int32_t wb_lean_load_begin(const char * const * paths, int32_t n_paths,
     });
 }
 
-int32_t wb_lean_load_end(struct wb_lean_load_stats * out) {
+int32_t wb_lean_load_end(struct wb_lean_load_stats * out, uint64_t * bases, int32_t n_bases) {
     return wb::guarded([&] {
         if (!tl_armed) throw std::runtime_error("no lean load is armed on this thread");
+        for (int32_t i = 0; bases && i < n_bases; ++i) bases[i] = 0;
+        for (const Mapping & m : tl_maps) {
+            if (bases && m.shard < n_bases) bases[m.shard] = m.addr;  // the last map of a shard
+        }
         tl_armed = false;
         tl_maps.clear();
         tl_plan = Plan{};
@@ -359,6 +365,29 @@ int32_t wb_lean_load_end(struct wb_lean_load_stats * out) {
         if (--g_arms == 0) unpatch();
         return 0;
     });
+}
+
+int64_t wb_lean_load_restore(const char * path, uint64_t base, uint64_t offset, uint64_t nbytes) {
+    int64_t restored = 0;
+    const int32_t rc = wb::guarded([&] {
+        const uint64_t ps = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+        const uint64_t b = (offset + ps - 1) & ~(ps - 1);
+        const uint64_t e = (offset + nbytes) & ~(ps - 1);
+        if (base == 0) throw std::runtime_error(std::string("no lean mapping of ") + path + " to restore");
+        if (e <= b) return 0;  // nothing was blanked: the tensor never covered a whole page
+        const int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) throw std::runtime_error(std::string("cannot open ") + path + ": " + std::strerror(errno));
+        void * at = reinterpret_cast<void *>(base + b);
+        void * got = mmap(at, e - b, PROT_READ, MAP_SHARED | MAP_FIXED, fd, static_cast<off_t>(b));
+        const int err = errno;
+        close(fd);
+        if (got == MAP_FAILED) {
+            throw std::runtime_error(std::string("cannot map ") + path + " back: " + std::strerror(err));
+        }
+        restored = static_cast<int64_t>(e - b);
+        return 0;
+    });
+    return rc == 0 ? restored : -1;
 }
 
 int32_t wb_lean_load_patched(void) {

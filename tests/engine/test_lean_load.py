@@ -7,7 +7,9 @@ the lean load off and a resident load: both read the whole file.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import mmap
 import subprocess
 import sys
 import threading
@@ -17,11 +19,12 @@ import numpy as np
 import pytest
 
 from tests.logits import recorded_logits
+from workbench.backend.native import NativeLibraryError
 from workbench.bench.load_probe import io_read_bytes
 from workbench.bench.matrix import drop_page_cache
 from workbench.engine.requests import GenerateRequest
-from workbench.moe.layout import expert_tensors, read_model_facts
-from workbench.moe.lean_load import lean_load, patched_entries
+from workbench.moe.layout import TensorInfo, expert_tensors, read_model_facts, read_tensors
+from workbench.moe.lean_load import LeanLoadReport, lean_load, patched_entries, restore
 from workbench.moe.synth import write_synthetic_moe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,6 +88,7 @@ def test_lean_output_is_bit_identical_to_resident(open_session, expert_heavy_moe
     request = GenerateRequest(text="abc", n_predict=12, new_chat=True)
     runs = {}
     for name, changes in (("resident", {}), ("lean", {"moe_stream": True}),
+                          ("lean_mmap", {"moe_stream": True, "dense_weights": "mmap"}),
                           ("populate", {"moe_stream": True, "lean_load": False})):
         s = open_session(model=str(expert_heavy_moe), chat_template=False, n_ctx=256,
                          n_predict=12, **changes)
@@ -93,9 +97,44 @@ def test_lean_output_is_bit_identical_to_resident(open_session, expert_heavy_moe
         assert result.ok, result.error
         runs[name] = (result.text, np.stack(logits))
         s.close()
-    assert runs["lean"][0] == runs["resident"][0] == runs["populate"][0]
-    assert np.array_equal(runs["lean"][1], runs["resident"][1])
-    assert np.array_equal(runs["populate"][1], runs["resident"][1])
+    for name in ("lean", "lean_mmap", "populate"):
+        assert runs[name][0] == runs["resident"][0], name
+        assert np.array_equal(runs[name][1], runs["resident"][1]), name
+
+
+def test_dense_weights_left_on_the_mapping_are_prefetched_not_blanked(open_session,
+                                                                     expert_heavy_moe):
+    session = open_session(model=str(expert_heavy_moe), chat_template=False, n_ctx=256,
+                           n_predict=8, moe_stream=True, dense_weights="mmap")
+    lean = session.streaming.lean
+    experts = sum(t.n_bytes for t in expert_tensors(expert_heavy_moe))
+    dense = sum(t.n_bytes for t in read_tensors(expert_heavy_moe)) - experts
+    assert lean.effective and lean.blanked_bytes <= experts
+    assert lean.willneed_bytes >= dense  # the dense weights are read ahead, the experts not
+
+
+def test_restore_maps_the_file_back_under_a_blanked_tensor(tmp_path):
+    page = mmap.PAGESIZE
+    data = bytes(range(256)) * (4 * page // 256)
+    path = tmp_path / "weights.bin"
+    path.write_bytes(data)
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    try:
+        anchor = ctypes.c_char.from_buffer(m)
+        base = ctypes.addressof(anchor)
+        m[page:3 * page] = bytes(2 * page)  # what a blank leaves: zeros, file pages gone
+        report = LeanLoadReport(armed=True, bases=(base,))
+        # A tensor straddling pages: only the pages wholly inside it were blanked.
+        tensor = TensorInfo(name="t", shape=(1,), ggml_type="F32", n_elements=1,
+                            n_bytes=2 * page + 40, shard=0, path=path, offset=page - 20)
+        assert restore(report, [path], [tensor]) == 2 * page
+        assert m[:] == data and report.restored_bytes == 2 * page
+        del anchor
+    finally:
+        m.close()
+    with pytest.raises(NativeLibraryError, match="no lean mapping"):
+        restore(LeanLoadReport(armed=True, bases=(0,)), [path], [tensor])
 
 
 def test_a_failure_to_arm_is_reported_and_the_load_runs_normally(tmp_path):

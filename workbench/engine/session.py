@@ -138,7 +138,7 @@ class Session:
                 raise SessionError(str(exc)) from exc
         # Armed for the load alone: the streamer reads the experts itself, so llama.cpp need not
         # read the whole file up front.
-        lean = (lean_load(self.facts.shards, self._streaming.experts)
+        lean = (lean_load(self.facts.shards, self._streaming.lean_blank())
                 if self._streaming is not None and cfg.lean_load else nullcontext())
         try:
             with lean as report:

@@ -21,8 +21,8 @@ from workbench.config import Config
 from workbench.engine.metrics import UNMEASURED, RunSummary, TokenMetrics
 from workbench.engine.requests import ExpertActivity
 from workbench.moe.budget import MIB, CacheBudget, cliff_warning, resolve_budget
-from workbench.moe.layout import ModelFacts, expert_tensors, read_tensors
-from workbench.moe.lean_load import LeanLoadReport
+from workbench.moe.layout import ModelFacts, TensorInfo, expert_tensors, read_tensors
+from workbench.moe.lean_load import LeanLoadReport, restore
 from workbench.moe.registry import check_streamable
 from workbench.moe.streamer import ExpertMapSnapshot, ExpertStreamer, StreamCounters
 
@@ -80,6 +80,13 @@ class StreamingRuntime:
         self._moe_layers: np.ndarray | None = None
         self.failed = ""
 
+    def lean_blank(self) -> list[TensorInfo]:
+        """What the lean load may leave unread: every expert tensor, which the streamer reads
+        itself, and under `anon` every dense weight too, which it reads into private memory."""
+        if self.dense_policy != "anon":
+            return list(self.experts)
+        return read_tensors(self.facts.path)
+
     @property
     def eval_callback(self) -> tuple[int, int]:
         return self.streamer.eval_callback
@@ -96,8 +103,12 @@ class StreamingRuntime:
         self.streamer.bind(self.experts)
         if self.dense_policy == "anon":
             names = {t.name for t in self.experts}
+            unused: list[TensorInfo] = []
             self.dense_bytes_read = self.streamer.read_dense_into_memory(
-                read_tensors(self.facts.path), names)
+                read_tensors(self.facts.path), names, unused)
+            if self.lean is not None and self.lean.effective:
+                # Blanked for the load but never rebound: give them their file pages back.
+                restore(self.lean, self.facts.shards, unused)
         self.streamer.activate()
         self._last = self.streamer.counters()
 

@@ -134,9 +134,11 @@ class ExpertStreamer:
         self._check(self._lib.wb_streamer_activate(self._ptr), "activating expert streaming")
         self._layer_experts = self.layer_experts()
 
-    def read_dense_into_memory(self, tensors: list[TensorInfo], expert_names: set[str]) -> int:
+    def read_dense_into_memory(self, tensors: list[TensorInfo], expert_names: set[str],
+                               skipped: list[TensorInfo] | None = None) -> int:
         """The `anon` dense policy: every non-expert weight the graph uses, read once into
-        private memory (the kernel cannot evict it under pressure). Returns bytes read."""
+        private memory (the kernel cannot evict it under pressure). Returns bytes read; the
+        tensors the graph does not use go to `skipped`."""
         total = 0
         for t in tensors:
             if t.name in expert_names:
@@ -146,6 +148,8 @@ class ExpertStreamer:
             if ret != 0:
                 error = native.last_error(self._lib)
                 if "was not captured" in error:
+                    if skipped is not None:
+                        skipped.append(t)
                     continue  # a GGUF tensor this graph never uses
                 raise StreamerError(f"reading dense weight {t.name}: {error}")
             total += t.n_bytes
