@@ -42,6 +42,16 @@ def status_bytes(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
+def reset_peak_rss() -> None:
+    """VmHWM restarts from the current RSS (Linux clear_refs 5), so the imports' transient peak
+    does not count as the load's; where refused, VmHWM stays the process's peak."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def io_read_bytes() -> int:
     try:
         with open("/proc/self/io") as f:
@@ -82,6 +92,7 @@ def probe(model: Path, arm: str, threads: int) -> LoadProbe:
     from workbench.engine.session import Session
 
     llama.ensure_backend()  # the same libraries mapped in every arm
+    reset_peak_rss()
     base_rss = status_bytes("VmRSS")
     read0 = io_read_bytes()
     lean = False
