@@ -22,6 +22,7 @@ from tests.logits import recorded_logits
 from workbench.backend.native import NativeLibraryError
 from workbench.bench.load_probe import io_read_bytes
 from workbench.bench.matrix import drop_page_cache
+from workbench.cli.chat import streaming_banner
 from workbench.engine.requests import GenerateRequest
 from workbench.moe.layout import TensorInfo, expert_tensors, read_model_facts, read_tensors
 from workbench.moe.lean_load import LeanLoadReport, lean_load, patched_entries, restore
@@ -61,6 +62,8 @@ def test_a_streamed_load_reads_the_dense_part_not_the_file(open_session, expert_
     assert info.lean_load and lean.run_info.settings["lean_load"] is True
     assert "lean load:" in info.load_note
     assert lean.streaming.lean.blanked_bytes > 0.9 * experts
+    assert "lean load:" in streaming_banner(lean)
+    assert not any("lean load" in w for w in lean.warnings)
     lean.close()
     # Dense weights and metadata plus the kernel's readahead around them; never the experts.
     assert lean_read < 0.5 * size, f"the lean load read {lean_read} of {size} bytes"
@@ -135,6 +138,23 @@ def test_restore_maps_the_file_back_under_a_blanked_tensor(tmp_path):
         m.close()
     with pytest.raises(NativeLibraryError, match="no lean mapping"):
         restore(LeanLoadReport(armed=True, bases=(0,)), [path], [tensor])
+
+
+def test_a_session_that_cannot_arm_loads_the_normal_way_and_says_so(open_session,
+                                                                    expert_heavy_moe, tmp_path):
+    unrelated = tmp_path / "other.gguf"
+    unrelated.write_bytes(b"GGUF")
+    # A load already armed on this thread (for another file) makes the session's arming fail.
+    with lean_load([unrelated], []):
+        read, session = _open(open_session, expert_heavy_moe, moe_stream=True)
+    assert not session.streaming.info.lean_load
+    assert session.run_info.settings["lean_load"] is False
+    assert any("lean load unavailable (a lean load is already armed" in w
+               for w in session.warnings)
+    assert "read the whole model file" in streaming_banner(session)
+    assert read > 0.9 * expert_heavy_moe.stat().st_size  # the normal, populating load
+    result = session.generate(GenerateRequest(text="abc", n_predict=4, new_chat=True))
+    assert result.ok, result.error
 
 
 def test_a_failure_to_arm_is_reported_and_the_load_runs_normally(tmp_path):
