@@ -2,10 +2,11 @@
 // whole file, so a streamed model would be read whole at load. There is no public switch, and we
 // do not patch llama.cpp; instead, for the duration of one load, libllama's own GOT entries for
 // mmap/mmap64 and posix_madvise point at wrappers. For a mapping of one of the model's files
-// they drop MAP_POPULATE, put zero pages over the expert ranges (the streamer reads those
-// itself), and narrow WILLNEED to the rest (metadata, dense weights). Every other call passes
-// straight through, and only the thread that armed the load is affected (another thread loading
-// a resident model at the same time keeps the normal behaviour). Disarming restores the entries.
+// they drop MAP_POPULATE, put zero pages over the ranges the caller names (the tensors the
+// streamer reads itself), and narrow WILLNEED to the rest (metadata, dense weights left on the
+// mapping). Every other call passes straight through, and only the thread that armed the load is
+// affected (another thread loading a resident model at the same time keeps the normal
+// behaviour). Disarming restores the entries.
 #include "errors.h"
 #include "workbench_native.h"
 
@@ -18,7 +19,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -287,7 +287,8 @@ int32_t patch(std::string * why) {
     for (size_t i = 0; i < slots.size(); ++i) {
         slots[i].original = __atomic_load_n(slots[i].entry, __ATOMIC_SEQ_CST);
         if (!write_entry(slots[i], slots[i].wrapper, why)) {
-            for (size_t j = 0; j < i; ++j) write_entry(slots[j], slots[j].original, why);
+            std::string ignored;  // keep the first failure's reason
+            for (size_t j = 0; j < i; ++j) write_entry(slots[j], slots[j].original, &ignored);
             return -1;
         }
     }
