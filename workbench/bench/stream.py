@@ -10,7 +10,7 @@
    another thread and generated on the engine thread (the split that made two OpenMP pools
    fight), with context switches per token.
 
-Every session is opened, used and closed on one engine thread (engine/engine_thread.py), the
+Every session is opened, used and closed on one engine thread (bench/engine.py), the
 arrangement and the turn code (Session.generate) `chat` uses, so a bench cannot measure a path
 users do not run.
 
@@ -20,12 +20,10 @@ with a paired bootstrap interval over the repeats. tok/s is tokens / sum of deco
 
 from __future__ import annotations
 
-import functools
 import math
 import resource
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,10 +31,10 @@ import numpy as np
 
 from workbench.backend import native
 from workbench.bench.balloon import Balloon
+from workbench.bench.engine import close_session, engine, on_engine, open_session, opened
 from workbench.bench.matrix import drop_page_cache
 from workbench.bench.stats import Interval, paired_ratio_ci
 from workbench.config import Config
-from workbench.engine.engine_thread import EngineThread
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import Session
 from workbench.moe.layout import expert_tensors, read_model_facts
@@ -57,30 +55,6 @@ def bench_model(gib: float, seed: int = 0) -> Path:
         # mistaken for the cached model next time.
         write_synthetic_moe(out, arch="qwen3moe", size="bench", seed=seed, target_gib=gib)
     return out
-
-
-@functools.cache
-def engine() -> EngineThread:
-    """The process's one engine thread for bench sessions, as `chat` has one (never stopped: a
-    daemon thread that ends with the process)."""
-    return EngineThread("engine")
-
-
-def _open(config: Config, **options: object) -> Session:
-    return engine().call(lambda: Session.open(config, **options))
-
-
-def _close(session: Session) -> None:
-    engine().call(session.close)
-
-
-@contextmanager
-def _opened(config: Config, **options: object) -> Iterator[Session]:
-    session = _open(config, **options)
-    try:
-        yield session
-    finally:
-        _close(session)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +112,7 @@ def _turn(session: Session, n_tokens: int) -> ArmRun:
 
 def _generate(session: Session, n_tokens: int) -> ArmRun:
     """One greedy answer on the engine thread, the way `chat` runs a turn."""
-    return engine().call(lambda: _turn(session, n_tokens))
+    return on_engine(lambda: _turn(session, n_tokens))
 
 
 def _config(model: Path, threads: int, n_tokens: int, **changes: object) -> Config:
@@ -153,8 +127,8 @@ def _ratio_line(name: str, ratio: Interval, extra: str) -> str:
 def machinery(model: Path, *, repeats: int, n_tokens: int, threads: int, log: Log) -> str:
     """Streaming whose cache holds every expert (100 % hits after warm-up) vs resident."""
     total = sum(t.n_bytes for t in expert_tensors(model))
-    resident = _open(_config(model, threads, n_tokens))
-    streamed = _open(_config(model, threads, n_tokens, moe_stream=True,
+    resident = open_session(_config(model, threads, n_tokens))
+    streamed = open_session(_config(model, threads, n_tokens, moe_stream=True,
                              cache_mb=math.ceil(total / MIB) + 1))
     try:
         _generate(resident, n_tokens)
@@ -167,8 +141,8 @@ def machinery(model: Path, *, repeats: int, n_tokens: int, threads: int, log: Lo
                 f"streamed {runs['streamed'][-1].tok_s:.2f} tok/s")
         hit = streamed.streaming.streamer.counters().hit_pct
     finally:
-        _close(streamed)
-        _close(resident)
+        close_session(streamed)
+        close_session(resident)
     ratio = paired_ratio_ci([r.seconds for r in runs["resident"]],
                             [r.seconds for r in runs["streamed"]])
     return _ratio_line("stream machinery", ratio, f"(streamed/resident tok/s; goal >= 0.95) "
@@ -190,7 +164,7 @@ def bigger_than_memory(model: Path, *, leave_mib: int, floor_mb: int, repeats: i
                 drop_page_cache(model)
                 changes = ({"moe_stream": True, "cache_auto": True, "cache_floor_mb": floor_mb}
                            if arm == "streamed" else {})
-                with _opened(_config(model, threads, n_tokens, **changes)) as s:
+                with opened(_config(model, threads, n_tokens, **changes)) as s:
                     if s.streaming is not None:
                         budget_mib = s.streaming.budget.mib
                     runs[arm].append(_generate(s, n_tokens))
@@ -220,7 +194,7 @@ def io_efficiency(model: Path, *, lanes: int, repeats: int, n_tokens: int, threa
     engine_bw: list[float] = []
     bench_bw: list[float] = []
     config = _config(model, threads, n_tokens, moe_stream=True, io_threads=lanes)
-    with _opened(config, trace_routing=True) as s:
+    with opened(config, trace_routing=True) as s:
         streamer = s.streaming.streamer
         if not streamer.counters().o_direct:
             return "stream io: skipped (this file system refuses O_DIRECT)"
@@ -229,7 +203,7 @@ def io_efficiency(model: Path, *, lanes: int, repeats: int, n_tokens: int, threa
             if progress.done == progress.total:
                 streamer.take_trace()
 
-        engine().call(lambda: s.generate(
+        on_engine(lambda: s.generate(
             GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
             on_prefill=drop_prefill_loads))
         ranges = [(t.expert_offset(e), t.expert_stride)
@@ -264,12 +238,12 @@ def _open_split(config: Config) -> Session:
     if engine().ident == threading.get_ident():
         raise RuntimeError("the split arm must open its session off the engine thread")
     session = Session.open(config)
-    engine().call(session.take_thread)
+    on_engine(session.take_thread)
     return session
 
 
 def _hits(session: Session) -> tuple[int, int]:
-    c = engine().call(lambda: session.streaming.streamer.counters())
+    c = on_engine(lambda: session.streaming.streamer.counters())
     return c.hits, c.lookups
 
 
@@ -285,8 +259,8 @@ def entry_threads(model: Path, *, cache_mb: int, repeats: int, n_tokens: int, th
     streamed = _config(model, threads, n_tokens, moe_stream=True, cache_mb=cache_mb)
     sessions: dict[str, Session] = {}
     try:
-        sessions["resident"] = _open(_config(model, threads, n_tokens))
-        sessions["same"] = _open(streamed)
+        sessions["resident"] = open_session(_config(model, threads, n_tokens))
+        sessions["same"] = open_session(streamed)
         sessions["split"] = _open_split(streamed)
         for s in sessions.values():
             _generate(s, n_tokens)  # warm-up: the caches fill, the pools start
@@ -305,7 +279,7 @@ def entry_threads(model: Path, *, cache_mb: int, repeats: int, n_tokens: int, th
             hit[arm] = 100.0 * (hits - start[arm][0]) / d_lookups if d_lookups else -1.0
     finally:
         for s in sessions.values():
-            _close(s)
+            close_session(s)
     return "\n".join(thread_lines(runs, hit, cache_mb))
 
 
