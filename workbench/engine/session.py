@@ -77,7 +77,7 @@ class Session:
         self._sink: Sink | None = None
         self._memory = MemoryProbe()
         self._cancel = threading.Event()
-        self._busy = threading.Lock()  # held by generate(); close() waits for it
+        self._busy = threading.Lock()  # held by generate(); close() takes it too
         self._thread = ThreadOwner("Session")  # the thread that opened it; checked on every call
         self._turn_index = 0
         self._run_info_sent = False
@@ -189,10 +189,10 @@ class Session:
         """Free everything, in order: sampler, context, streamer, abort flag, model. Idempotent.
 
         The streamer goes after the context (which calls into it) and before the model (whose
-        tensors it rebound and now restores). Called while a generation runs on another thread,
-        Only the opening thread may close (WrongThreadError otherwise, nothing freed); a
-        generation that thread runs ends before close() can start. Conversations' KV states go
-        to the disk spill first, so a restart restores them."""
+        tensors it rebound and now restores). Only the opening thread may close: from any other
+        it raises WrongThreadError and frees nothing (a generation may be running there; cancel()
+        it, then close on the session's thread). Conversations' KV states go to the disk spill
+        first, so a restart restores them."""
         self._thread.check("close")
         self.cancel()
         with self._busy:
