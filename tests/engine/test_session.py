@@ -6,7 +6,10 @@ import threading
 
 import pytest
 
+from workbench.config import Config
+from workbench.engine.engine_thread import EngineThread, WrongThreadError
 from workbench.engine.requests import GenerateRequest, StopReason, TokenEvent
+from workbench.engine.session import Session
 from workbench.engine.sinks import MemorySink
 
 # llama.cpp's CPU kernels are not batch-invariant: the same tokens decoded as one batch or one at a
@@ -174,21 +177,27 @@ def test_synthetic_moe_runs_raw_and_chat(tiny_moe_path, open_session):
     assert chat.chat_mode and _gen(chat, "hi").ok
 
 
-def test_close_during_a_generation_stops_it_first_and_frees_nothing_under_it(
-    embedded_model_path, open_session
+def test_close_from_another_thread_during_a_generation_is_refused_and_frees_nothing(
+    embedded_model_path,
 ):
-    s = open_session(model=str(embedded_model_path), n_predict=2000)
-    started = threading.Event()
-    box = {}
+    # The session's own thread generates; a close from any other thread is a programming error
+    # (WrongThreadError) that frees nothing under the live decode. The owner closes it after.
+    with EngineThread("engine") as engine:
+        s = engine.call(lambda: Session.open(
+            Config(model=str(embedded_model_path), n_predict=2000, n_threads=2)))
+        started = threading.Event()
+        box = {}
 
-    def work() -> None:
-        box["r"] = s.generate(GenerateRequest(text=Q1), on_token=lambda e: started.set())
+        def work() -> None:
+            box["r"] = s.generate(GenerateRequest(text=Q1), on_token=lambda e: started.set())
 
-    t = threading.Thread(target=work)
-    t.start()
-    assert started.wait(60)
-    s.close()  # cancels, waits for the decode loop, then frees
-    t.join(60)
-    assert not t.is_alive() and box["r"].stop_reason is StopReason.STOPPED
-    after = _gen(s, Q2)
-    assert not after.ok and "closed" in after.error
+        engine.submit(work)
+        assert started.wait(60)
+        with pytest.raises(WrongThreadError, match=r"Session\.close\(\)"):
+            s.close()
+        s.cancel()  # the one call any thread may make
+        assert engine.call(lambda: box["r"]).stop_reason is StopReason.STOPPED
+        assert engine.call(lambda: s.generate(GenerateRequest(text=Q2, n_predict=4))).ok
+        engine.call(s.close)
+        after = engine.call(lambda: s.generate(GenerateRequest(text=Q2)))
+        assert not after.ok and "closed" in after.error

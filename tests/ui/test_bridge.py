@@ -41,13 +41,15 @@ def test_generate_streams_on_one_engine_thread(model_config):
         model = await bridge.open(model_config, progress.append)
         assert model.n_ctx == 512 and model.chat_mode and progress and progress[-1] == 1.0
         await bridge._call(lambda: seen_threads.add(threading.current_thread().name))
+        # The session was opened on the engine thread: it is the session's own thread.
+        assert await bridge._call(lambda: bridge._require().thread_id) == bridge.engine_thread_id
         tokens, result = await collect(bridge, GenerateRequest(text="Hi", n_predict=8))
         assert result.ok and result.summary.n_generated == len(tokens) > 0
         assert [t.metrics.step for t in tokens] == list(range(1, len(tokens) + 1))
         assert await bridge.kv_tokens() == result.summary.n_past
         await bridge.close()
         await bridge.close()  # idempotent
-        assert seen_threads == {"engine"} and not bridge._thread.is_alive()
+        assert seen_threads == {"engine"} and not bridge._engine.is_alive()
 
     asyncio.run(main())
 

@@ -12,6 +12,8 @@ fresh sessions. The ratio of a pair is the slower arm's TTFT summed over repeats
 one's, with a 95 % interval from resampling the repeats (bench/stats.py). TTFT is the engine's
 own figure: request start to the first generated token, restore included. The disk arm reads a
 file the page cache still holds (it was just written); a cold read adds the disk's time.
+Each arm runs whole (open, turns, close) on the bench engine thread (bench/engine.py), as chat's
+sessions do.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.bench.engine import on_engine
 from workbench.bench.stats import Interval, paired_ratio_ci
 from workbench.config import Config
 from workbench.engine.requests import GenerateRequest
@@ -117,11 +120,13 @@ def run_kv(config: Config, *, repeats: int, history_tokens: int,
            log: Callable[[str], None]) -> KvReport:
     pool_on = config.replace(kv_pool_mb=max(config.kv_pool_mb, 512), kv_disk_mb=2048)
     pool_off = config.replace(kv_pool_mb=0, kv_disk_mb=0)
-    with Session.open(config, kv_dir=None) as probe:
-        def count(text: str) -> int:
-            return len(probe._model.tokenize(text, add_special=False, parse_special=False))
-        a = conversation(1, history_tokens, count)
-        b = conversation(2, history_tokens, count)
+    def conversations() -> tuple[list, list]:
+        with Session.open(config, kv_dir=None) as probe:
+            def count(text: str) -> int:
+                return len(probe._model.tokenize(text, add_special=False, parse_special=False))
+            return conversation(1, history_tokens, count), conversation(2, history_tokens, count)
+
+    a, b = on_engine(conversations)
     report = KvReport(ttft={"memory": [], "off": [], "disk": [], "re-prefill": []},
                       history_tokens=history_tokens)
     arms: dict[str, Callable[[], tuple[float, str]]] = {
@@ -132,11 +137,11 @@ def run_kv(config: Config, *, repeats: int, history_tokens: int,
     }
     expected = {"memory": "memory", "off": "fresh", "disk": "disk", "re-prefill": "fresh"}
     for pair in (("memory", "off"), ("disk", "re-prefill")):
-        arms[pair[0]]()  # warm-up: page cache, allocator, first-use costs
+        on_engine(arms[pair[0]])  # warm-up: page cache, allocator, first-use costs
         for i in range(repeats):
             order = pair if i % 2 == 0 else pair[::-1]
             for arm in order:
-                seconds, source = arms[arm]()
+                seconds, source = on_engine(arms[arm])
                 if source != expected[arm]:
                     raise RuntimeError(f"arm {arm} served its prompt from {source!r}, "
                                        f"not {expected[arm]!r}: the comparison would be void")

@@ -144,26 +144,31 @@ def model_path(config: Config) -> Path:
 
 
 def generate_all(config: Config, prompts: list[str], csv_path: Path) -> int:
-    """Answer every prompt as a new chat in one session; returns tokens generated."""
+    """Answer every prompt as a new chat in one session; returns tokens generated.
+
+    The session lives on the process's bench engine thread (bench/engine.py), as chat's does:
+    opened, every turn and closed there, whichever thread runs the matrix (the CLI's main
+    thread, the window's matrix worker, a fresh-process worker)."""
+    from workbench.bench.engine import close_session, on_engine, open_session
     from workbench.engine.requests import GenerateRequest, SessionError
-    from workbench.engine.session import Session
     from workbench.engine.sinks import CsvMetricsSink
 
     with CsvMetricsSink(csv_path) as sink:  # its directory: made by run_matrix
         try:
-            session = Session.open(config, sink=sink)
+            session = open_session(config, sink=sink)
         except SessionError as exc:
             raise MatrixError(str(exc)) from exc
         try:
             total = 0
             for prompt in prompts:
-                result = session.generate(GenerateRequest(text=prompt, new_chat=True))
+                request = GenerateRequest(text=prompt, new_chat=True)
+                result = on_engine(lambda r=request: session.generate(r))
                 if result.error or result.summary is None:
                     raise MatrixError(result.error or "the turn produced no summary")
                 total += result.summary.n_generated
             return total
         finally:
-            session.close()
+            close_session(session)
 
 
 def _run_in_subprocess(config: Config, prompts_file: Path, csv_path: Path) -> int:

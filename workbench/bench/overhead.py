@@ -5,6 +5,8 @@ a CSV sink). Arm B is the smallest loop the low-level API allows: decode one tok
 Both use the same model file, prompt tokens, threads and token count, run interleaved (ABAB...,
 order alternating every repeat) in one process, and are timed the same way: from the end of the
 prefill to the end of the last decode, so everything the engine adds between decodes counts.
+Both arms' llama.cpp objects live on the bench engine thread (bench/engine.py), chat's
+arrangement: one OpenMP pool for both.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.backend import llama
+from workbench.bench.engine import close_session, on_engine, open_session
 from workbench.bench.stats import Interval, paired_ratio_ci
 from workbench.config import Config
 from workbench.engine.requests import GenerateRequest
-from workbench.engine.session import Session
 from workbench.engine.sinks import CsvMetricsSink
 
 DEFAULT_PROMPT = "Write a long, detailed story about a lighthouse keeper who finds a map."
@@ -89,8 +91,8 @@ def run_overhead(
     config = config.replace(chat_template=False, temp=0.0)  # raw text: same tokens in both arms
     with tempfile.TemporaryDirectory() as tmp:
         sink = CsvMetricsSink(Path(tmp) / "overhead.csv")
-        session = Session.open(config, sink=sink)
-        raw = RawLoop(Path(session.config.model), session.config)
+        session = open_session(config, sink=sink)
+        raw = on_engine(lambda: RawLoop(Path(session.config.model), session.config))
         try:
             prompt_tokens = raw.model.tokenize(prompt, add_special=True, parse_special=True)
             engine_runs: list[ArmTiming] = []
@@ -100,14 +102,16 @@ def run_overhead(
                 timings: dict[str, ArmTiming] = {}
                 for arm in order:
                     if arm == "engine":
-                        result = session.generate(GenerateRequest(text=prompt, new_chat=True))
+                        result = on_engine(lambda: session.generate(
+                            GenerateRequest(text=prompt, new_chat=True)))
                         s = result.summary
                         assert s is not None
                         # Decode wall plus every gap between decodes (loop overhead incl. tail).
                         seconds = s.gen_seconds + s.loop_overhead_s_per_token * s.n_generated
                         timings[arm] = ArmTiming(s.n_generated, seconds)
                     else:
-                        timings[arm], _ = raw.run(prompt_tokens, config.n_predict)
+                        timings[arm], _ = on_engine(
+                            lambda: raw.run(prompt_tokens, config.n_predict))
                 if timings["engine"].tokens != timings["raw"].tokens:
                     raise RuntimeError(
                         f"arms generated different token counts ({timings['engine'].tokens} vs "
@@ -120,8 +124,8 @@ def run_overhead(
                     log(f"repeat {i - warmup + 1}/{repeats}: engine {eng.tok_s:.2f} tok/s, "
                         f"raw {raw_t.tok_s:.2f} tok/s")
         finally:
-            raw.close()
-            session.close()
+            on_engine(raw.close)
+            close_session(session)
             sink.close()
     ratio = paired_ratio_ci([r.seconds for r in raw_runs], [e.seconds for e in engine_runs])
     return OverheadReport(engine=engine_runs, raw=raw_runs, ratio=ratio)

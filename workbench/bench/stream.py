@@ -5,6 +5,14 @@
    plain mmap (streaming off). Each run starts with the model file dropped from the page cache.
 3. io: the engine's effective read bandwidth (bytes read / time waiting for reads) vs a standalone
    O_DIRECT pread benchmark at the same read size and lane count.
+4. threads: the entry-point arrangement. Resident vs streamed with a cache at a high hit rate,
+   both opened and generated on the engine thread (chat's arrangement), and streamed opened on
+   another thread and generated on the engine thread (the split that made two OpenMP pools
+   fight), with context switches per token.
+
+Every session is opened, used and closed on one engine thread (bench/engine.py), the
+arrangement and the turn code (Session.generate) `chat` uses, so a bench cannot measure a path
+users do not run.
 
 Every figure is a ratio of arms measured in the same run, in alternating order (ABAB, BABA...),
 with a paired bootstrap interval over the repeats. tok/s is tokens / sum of decode wall.
@@ -13,6 +21,8 @@ with a paired bootstrap interval over the repeats. tok/s is tokens / sum of deco
 from __future__ import annotations
 
 import math
+import resource
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +31,7 @@ import numpy as np
 
 from workbench.backend import native
 from workbench.bench.balloon import Balloon
+from workbench.bench.engine import close_session, engine, on_engine, open_session, opened
 from workbench.bench.matrix import drop_page_cache
 from workbench.bench.stats import Interval, paired_ratio_ci
 from workbench.config import Config
@@ -51,6 +62,13 @@ class ArmRun:
     wall_ms: list[float]  # per generated token (the decode bracket)
     read_bytes: int
     io_ms: float
+    # Context switches (voluntary + involuntary, every thread of the process) from the end of
+    # the prefill to the end of the turn; read outside the per-token bracket. -1: unmeasured.
+    ctx_switches: int = -1
+
+    @property
+    def switches_per_token(self) -> float:
+        return self.ctx_switches / len(self.wall_ms) if self.ctx_switches >= 0 else -1.0
 
     @property
     def seconds(self) -> float:
@@ -64,17 +82,37 @@ class ArmRun:
         return float(np.percentile(self.wall_ms, q))
 
 
-def _generate(session: Session, n_tokens: int) -> ArmRun:
+def _switches() -> int:
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # summed over the process's threads
+    return usage.ru_nvcsw + usage.ru_nivcsw
+
+
+def _turn(session: Session, n_tokens: int) -> ArmRun:
+    """One greedy answer, on the calling thread (the engine thread: see _generate)."""
     rows = []
+    at_decode = [-1]
+
+    def prefill_done(progress) -> None:
+        if progress.done == progress.total:
+            at_decode[0] = _switches()
+
     result = session.generate(GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
-                              on_token=lambda event: rows.append(event.metrics))
+                              on_token=lambda event: rows.append(event.metrics),
+                              on_prefill=prefill_done)
+    ended = _switches()
     if not result.ok:
         raise RuntimeError(result.error)
     return ArmRun(
         wall_ms=[r.wall_ms for r in rows],
         read_bytes=sum(max(0, r.read_bytes) for r in rows),
         io_ms=sum(max(0.0, r.io_ms) for r in rows),
+        ctx_switches=ended - at_decode[0] if at_decode[0] >= 0 else -1,
     )
+
+
+def _generate(session: Session, n_tokens: int) -> ArmRun:
+    """One greedy answer on the engine thread, the way `chat` runs a turn."""
+    return on_engine(lambda: _turn(session, n_tokens))
 
 
 def _config(model: Path, threads: int, n_tokens: int, **changes: object) -> Config:
@@ -89,9 +127,9 @@ def _ratio_line(name: str, ratio: Interval, extra: str) -> str:
 def machinery(model: Path, *, repeats: int, n_tokens: int, threads: int, log: Log) -> str:
     """Streaming whose cache holds every expert (100 % hits after warm-up) vs resident."""
     total = sum(t.n_bytes for t in expert_tensors(model))
-    resident = Session.open(_config(model, threads, n_tokens))
-    streamed = Session.open(_config(model, threads, n_tokens, moe_stream=True,
-                                    cache_mb=math.ceil(total / MIB) + 1))
+    resident = open_session(_config(model, threads, n_tokens))
+    streamed = open_session(_config(model, threads, n_tokens, moe_stream=True,
+                             cache_mb=math.ceil(total / MIB) + 1))
     try:
         _generate(resident, n_tokens)
         _generate(streamed, n_tokens)  # warm-up: every routed expert is now cached
@@ -103,8 +141,8 @@ def machinery(model: Path, *, repeats: int, n_tokens: int, threads: int, log: Lo
                 f"streamed {runs['streamed'][-1].tok_s:.2f} tok/s")
         hit = streamed.streaming.streamer.counters().hit_pct
     finally:
-        streamed.close()
-        resident.close()
+        close_session(streamed)
+        close_session(resident)
     ratio = paired_ratio_ci([r.seconds for r in runs["resident"]],
                             [r.seconds for r in runs["streamed"]])
     return _ratio_line("stream machinery", ratio, f"(streamed/resident tok/s; goal >= 0.95) "
@@ -126,7 +164,7 @@ def bigger_than_memory(model: Path, *, leave_mib: int, floor_mb: int, repeats: i
                 drop_page_cache(model)
                 changes = ({"moe_stream": True, "cache_auto": True, "cache_floor_mb": floor_mb}
                            if arm == "streamed" else {})
-                with Session.open(_config(model, threads, n_tokens, **changes)) as s:
+                with opened(_config(model, threads, n_tokens, **changes)) as s:
                     if s.streaming is not None:
                         budget_mib = s.streaming.budget.mib
                     runs[arm].append(_generate(s, n_tokens))
@@ -156,7 +194,7 @@ def io_efficiency(model: Path, *, lanes: int, repeats: int, n_tokens: int, threa
     engine_bw: list[float] = []
     bench_bw: list[float] = []
     config = _config(model, threads, n_tokens, moe_stream=True, io_threads=lanes)
-    with Session.open(config, trace_routing=True) as s:
+    with opened(config, trace_routing=True) as s:
         streamer = s.streaming.streamer
         if not streamer.counters().o_direct:
             return "stream io: skipped (this file system refuses O_DIRECT)"
@@ -165,8 +203,9 @@ def io_efficiency(model: Path, *, lanes: int, repeats: int, n_tokens: int, threa
             if progress.done == progress.total:
                 streamer.take_trace()
 
-        s.generate(GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
-                   on_prefill=drop_prefill_loads)
+        on_engine(lambda: s.generate(
+            GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
+            on_prefill=drop_prefill_loads))
         ranges = [(t.expert_offset(e), t.expert_stride)
                   for layer, ids in streamer.take_trace() for e in ids for t in by_layer[layer]]
         for i in range(repeats):
@@ -184,6 +223,101 @@ def io_efficiency(model: Path, *, lanes: int, repeats: int, n_tokens: int, threa
                        f"engine_mib_s={np.mean(engine_bw) / MIB:.0f} "
                        f"standalone_mib_s={np.mean(bench_bw) / MIB:.0f} "
                        f"read_kib={stride / 1024:.0f} lanes={lanes}")
+
+
+# ---- threads: the entry-point arrangement ------------------------------------------------------
+
+THREAD_ARMS = ("resident", "same", "split")
+HIT_GOAL_PCT = 98.0
+
+
+def _open_split(config: Config) -> Session:
+    """The split arrangement, on purpose: the session is opened on the calling thread (its
+    context and the streamer's capture decode, so this thread's OpenMP pool exists and stays,
+    as chat's main thread did) and handed to the engine thread, which generates."""
+    if engine().ident == threading.get_ident():
+        raise RuntimeError("the split arm must open its session off the engine thread")
+    session = Session.open(config)
+    on_engine(session.take_thread)
+    return session
+
+
+def _hits(session: Session) -> tuple[int, int]:
+    c = on_engine(lambda: session.streaming.streamer.counters())
+    return c.hits, c.lookups
+
+
+def entry_threads(model: Path, *, cache_mb: int, repeats: int, n_tokens: int, threads: int,
+                  log: Log) -> str:
+    """Resident vs streamed at a high hit rate through chat's path (open and generate on the
+    engine thread), and streamed opened on another thread and generated on the engine thread.
+
+    `cache_mb` 0 gives a cache that holds every expert. The three arms rotate (ABC, CBA, ...);
+    the hit rate is over the measured runs only (the warm-up's misses left out)."""
+    if cache_mb <= 0:
+        cache_mb = math.ceil(sum(t.n_bytes for t in expert_tensors(model)) / MIB) + 1
+    streamed = _config(model, threads, n_tokens, moe_stream=True, cache_mb=cache_mb)
+    sessions: dict[str, Session] = {}
+    try:
+        sessions["resident"] = open_session(_config(model, threads, n_tokens))
+        sessions["same"] = open_session(streamed)
+        sessions["split"] = _open_split(streamed)
+        for s in sessions.values():
+            _generate(s, n_tokens)  # warm-up: the caches fill, the pools start
+        start = {arm: _hits(sessions[arm]) for arm in ("same", "split")}
+        runs: dict[str, list[ArmRun]] = {arm: [] for arm in THREAD_ARMS}
+        for i in range(repeats):
+            for arm in THREAD_ARMS if i % 2 == 0 else THREAD_ARMS[::-1]:
+                runs[arm].append(_generate(sessions[arm], n_tokens))
+            log(f"threads {i + 1}/{repeats}: " + ", ".join(
+                f"{arm} {runs[arm][-1].tok_s:.2f} tok/s {runs[arm][-1].switches_per_token:.0f} "
+                "switches/token" for arm in THREAD_ARMS))
+        hit = {}
+        for arm in ("same", "split"):
+            hits, lookups = _hits(sessions[arm])
+            d_lookups = lookups - start[arm][1]
+            hit[arm] = 100.0 * (hits - start[arm][0]) / d_lookups if d_lookups else -1.0
+    finally:
+        for s in sessions.values():
+            close_session(s)
+    return "\n".join(thread_lines(runs, hit, cache_mb))
+
+
+def thread_lines(runs: dict[str, list[ArmRun]], hit: dict[str, float], cache_mb: int
+                 ) -> list[str]:
+    """The threads arm's figures: tok/s ratios and context switches per token, each a paired
+    ratio over the repeats with its 95 % interval."""
+    seconds = {arm: [r.seconds for r in rs] for arm, rs in runs.items()}
+    same = paired_ratio_ci(seconds["resident"], seconds["same"])
+    split = paired_ratio_ci(seconds["resident"], seconds["split"])
+    split_same = paired_ratio_ci(seconds["same"], seconds["split"])
+    rates = " ".join(f"{arm}_tok_s={_rate(rs):.2f}" for arm, rs in runs.items())
+    hit_ok = "yes" if hit["same"] >= HIT_GOAL_PCT else "NO: raise --cache-mb"
+    lines = [
+        _ratio_line("stream threads same/resident", same,
+                    f"(streamed/resident tok/s, both opened and generated on the engine thread "
+                    f"as chat does; goal >= 1.0 at >= {HIT_GOAL_PCT:g} % hits) {rates} "
+                    f"hit_pct={hit['same']:.1f} hit_goal_met={hit_ok} cache_mb={cache_mb}"),
+        _ratio_line("stream threads split/resident", split,
+                    "(streamed opened on another thread, generated on the engine thread, "
+                    f"vs resident tok/s) split_hit_pct={hit['split']:.1f}"),
+        _ratio_line("stream threads split/same", split_same,
+                    "(the split arrangement's tok/s vs chat's; below 1: the pools fight)"),
+    ]
+    switches = {arm: [r.ctx_switches for r in rs] for arm, rs in runs.items()}
+    if all(n >= 0 for ns in switches.values() for n in ns):
+        per_token = " ".join(
+            f"{arm}_switches_per_token={sum(ns) / sum(len(r.wall_ms) for r in runs[arm]):.1f}"
+            for arm, ns in switches.items())
+        # +1 on both sides: an arm with no switch at all still gives a finite ratio.
+        ratio = paired_ratio_ci([n + 1 for n in switches["split"]],
+                                [n + 1 for n in switches["same"]])
+        lines.append(_ratio_line("stream threads switches split/same", ratio,
+                                 f"(context switches per decoded token, every thread, read "
+                                 f"outside the timed bracket) {per_token}"))
+    else:
+        lines.append("stream threads switches: unmeasured (no prefill-end reading)")
+    return lines
 
 
 def _rate(runs: list[ArmRun]) -> float:

@@ -23,11 +23,11 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     add_matrix_parser(kinds)
 
     stream = kinds.add_parser(
-        "stream", help="expert streaming: machinery overhead, bigger than memory, I/O efficiency, "
-        "load cost"
+        "stream", help="expert streaming: machinery overhead, bigger than memory, I/O "
+                       "efficiency, load cost, thread arrangement"
     )
-    stream.add_argument("--which", default="machinery,memory,io,load",
-                        help="comma-separated: machinery, memory, io, load")
+    stream.add_argument("--which", default="machinery,memory,io,load,threads",
+                        help="comma-separated: machinery, memory, io, load, threads")
     stream.add_argument("-m", "--model", type=Path,
                         help="MoE GGUF to use (default: a generated bench-size synthetic MoE)")
     stream.add_argument("--gib", type=float, default=2.0,
@@ -40,6 +40,9 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
                         help="memory bench: RAM left available (default: half the model)")
     stream.add_argument("--floor-mb", type=int, default=256,
                         help="memory bench: what the automatic cache leaves free")
+    stream.add_argument("--cache-mb", type=int, default=0,
+                        help="threads bench: the streamed arms' expert cache (default: one "
+                             "that holds every expert)")
     stream.set_defaults(run=run_stream_cmd)
 
     kv = kinds.add_parser("kv", help="time to first token with conversations' KV states kept "
@@ -102,8 +105,12 @@ def run_stream_cmd(args: argparse.Namespace) -> int:
             leave = args.leave_mib or model.stat().st_size // (2 << 20)
             lines.append(load_cost(model, leave_mib=leave, repeats=args.repeats,
                                    threads=args.threads, log=log))
+        elif name == "threads":
+            lines.append(stream.entry_threads(model, cache_mb=args.cache_mb,
+                                              repeats=args.repeats, n_tokens=args.tokens,
+                                              threads=args.threads, log=log))
         else:
-            print(f"error: unknown benchmark {name!r} (machinery, memory, io, load)",
+            print(f"error: unknown benchmark {name!r} (machinery, memory, io, load, threads)",
                   file=sys.stderr)
             return 2
         log(lines[-1])

@@ -1,6 +1,7 @@
 """`python -m workbench chat`: one-shot (-p) or interactive multi-turn chat on the terminal.
 
-The model is loaded, used and closed on one engine thread (cli/engine_thread.py), so that Ctrl-C
+The model is loaded, used and closed on one engine thread (engine/engine_thread.py): one OpenMP
+pool for every decode (the session refuses calls from any other thread), and Ctrl-C
 reaches the main thread at once: during the load it cancels the load and the command exits
 cleanly; during an answer it stops the answer (not the program) through the native abort flag.
 """
@@ -14,9 +15,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from workbench.cli.engine_thread import EngineThread
 from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
+from workbench.engine.engine_thread import EngineThread
 from workbench.engine.metrics import UNMEASURED, RunSummary
 from workbench.engine.requests import GenerateRequest, GenerateResult, TokenEvent
 

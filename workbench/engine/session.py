@@ -1,8 +1,10 @@
 """A chat session over one loaded model: multi-turn, KV reuse, cancel, honest per-token telemetry.
 
-The session is used from one thread (the engine thread); only `cancel()` may be called from any
-other. It owns the model's lifecycle, the settings in force and the conversation; each turn's
-prefill and decode loop is `turn_loop.py`.
+The session is used from one thread, the one that opened it (the engine thread,
+engine/engine_thread.py): every other thread's call raises WrongThreadError, so a split
+arrangement (two OpenMP pools fighting over the cores) cannot come back unseen. Only `cancel()`
+may be called from any thread. It owns the model's lifecycle, the settings in force and the
+conversation; each turn's prefill and decode loop is `turn_loop.py`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from workbench.engine.chat.fallback import fallback_template
 from workbench.engine.chat.history import assistant_history_message, find_divergence
 from workbench.engine.chat.template import ChatTemplate
 from workbench.engine.chat.think import ThinkControl, probe_think_control
+from workbench.engine.engine_thread import ThreadOwner, WrongThreadError
 from workbench.engine.kv_memory import KvMemory, common_prefix
 from workbench.engine.kv_pool import KvPool, PooledState, make_pool, pool_budget_bytes
 from workbench.engine.metrics import UNMEASURED, RunInfo
@@ -47,7 +50,7 @@ from workbench.moe.lean_load import lean_load
 from workbench.moe.registry import NotStreamableError
 from workbench.moe.streamer import StreamerError
 
-__all__ = ["Session", "SessionError"]
+__all__ = ["Session", "SessionError", "WrongThreadError"]
 
 log = logging.getLogger("workbench.session")
 
@@ -76,7 +79,8 @@ class Session:
         self._sink: Sink | None = None
         self._memory = MemoryProbe()
         self._cancel = threading.Event()
-        self._busy = threading.Lock()  # held by generate(); close() waits for it
+        self._busy = threading.Lock()  # held by generate(); close() takes it too
+        self._thread = ThreadOwner("Session")  # the thread that opened it; checked on every call
         self._turn_index = 0
         self._run_info_sent = False
         self._pool = KvPool(0)
@@ -108,7 +112,7 @@ class Session:
         problems = validate(config)
         if problems:
             raise SessionError("; ".join(p.message for p in problems))
-        self = cls()
+        self = cls()  # records the calling thread as the session's engine thread
         self._sink = sink
         started = time.perf_counter()
         path = Path(config.model) if config.model else default_model()
@@ -195,9 +199,11 @@ class Session:
         """Free everything, in order: sampler, context, streamer, abort flag, model. Idempotent.
 
         The streamer goes after the context (which calls into it) and before the model (whose
-        tensors it rebound and now restores). Called while a generation runs on another thread,
-        it cancels that generation and waits for it: nothing is freed under a live decode.
-        Conversations' KV states go to the disk spill first, so a restart restores them."""
+        tensors it rebound and now restores). Only the opening thread may close: from any other
+        it raises WrongThreadError and frees nothing (a generation may be running there; cancel()
+        it, then close on the session's thread). Conversations' KV states go to the disk spill
+        first, so a restart restores them."""
+        self._thread.check("close")
         self.cancel()
         with self._busy:
             if self._ctx is not None:
@@ -218,6 +224,17 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def thread_id(self) -> int:
+        """`threading.get_ident()` of the session's engine thread (the one that opened it)."""
+        return self._thread.ident
+
+    def take_thread(self) -> None:
+        """Make the calling thread this session's engine thread. Only bench stream's threads arm
+        uses it, to measure the split arrangement (open on one thread, generate on another) on
+        purpose; every entry point opens, generates and closes on one thread."""
+        self._thread.take()
 
     # ---- state and settings -----------------------------------------------------------------
 
@@ -256,6 +273,7 @@ class Session:
 
     def apply_request_settings(self, config: Config) -> None:
         """Adopt per-request settings; load-time ones need a new session (see config.signature)."""
+        self._thread.check("apply_request_settings")
         if signature(config.replace(model=self.config.model)) != signature(self.config):
             raise SessionError("load-time settings changed: open a new session to apply them")
         problems = validate(config)
@@ -271,6 +289,7 @@ class Session:
 
     def set_cache_budget_mib(self, mib: float) -> None:
         """Resize the expert cache of an open session (between generations)."""
+        self._thread.check("set_cache_budget_mib")
         if self._streaming is None:
             raise SessionError("this session does not stream experts")
         try:
@@ -280,10 +299,12 @@ class Session:
 
     def set_history(self, messages: list[Message]) -> None:
         """Replace the conversation (e.g. another branch); the matching KV prefix is kept."""
+        self._thread.check("set_history")
         self.history = [dict(m) for m in messages]
 
     def reset_conversation(self) -> None:
         """New chat: forget the history and the KV state (the sampler restarts its seed)."""
+        self._thread.check("reset_conversation")
         self.history.clear()
         self._kv_text = ""
         if self._kv is not None:
@@ -327,6 +348,7 @@ class Session:
         on_token: OnToken | None = None,
         on_prefill: OnPrefill | None = None,
     ) -> GenerateResult:
+        self._thread.check("generate")
         with self._busy:
             try:
                 return self._generate(request, on_token, on_prefill)
@@ -447,6 +469,7 @@ class Session:
         """What `text` sent after `history` in `conversation` would cost to read, exactly as a
         turn would count it (the same prompt, the same prefix rule), without changing anything.
         """
+        self._thread.check("forecast")
         assert self._prompts is not None and self._kv is not None
         prompt = self._prompts.build(history, text, think=self.config.think,
                                      system_prompt=self.config.system_prompt)

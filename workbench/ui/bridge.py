@@ -1,17 +1,18 @@
 """The one engine thread, seen from the UI's asyncio loop.
 
 Every llama.cpp object (model, context, sampler) is created, used and freed on the single
-"engine" thread this class starts; the UI only awaits. Events cross threads one way, through
-an EventPipe (`loop.call_soon_threadsafe`, one wake-up per batch); nothing else is shared
-except the thread-safe `Session.cancel()`. Qt-free on purpose: the same bridge drives the
-window, the screenshot command and the UI benchmark, and its tests need no display.
+"engine" thread this class starts (an EngineThread, the one the CLI and the benches use too;
+the session itself refuses calls from any other thread); the UI only awaits. Events cross
+threads one way, through an EventPipe (`loop.call_soon_threadsafe`, one wake-up per batch);
+nothing else is shared except the thread-safe `Session.cancel()`. Qt-free on purpose: the same
+bridge drives the window, the screenshot command and the UI benchmark, and its tests need no
+display.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import queue
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from workbench.config import Config
+from workbench.engine.engine_thread import EngineThread
 from workbench.engine.kv_pool import HeldState
 from workbench.engine.requests import (
     Forecast,
@@ -84,9 +86,6 @@ class EngineBridge:
     def __init__(self, sink: Sink | None = None, kv_dir: Path | None = None) -> None:
         self._sink = sink
         self._kv_dir = kv_dir  # conversations' KV states kept across restarts (None: none)
-        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name="engine", daemon=True)
-        self._thread.start()
         self._session: Session | None = None  # touched only on the engine thread...
         self._live: Session | None = None  # ...except this reference, used for cancel()
         self._cancel_load = threading.Event()
@@ -96,6 +95,9 @@ class EngineBridge:
         self._engine_lock = threading.Lock()
         self._engine_busy = False
         self._closed = False
+        # Started last: its on_exit closes what is still open, on the engine thread.
+        self._engine = EngineThread("engine", on_start=lambda: lower_thread_priority(ENGINE_NICE),
+                                    on_exit=self._close_session)
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -154,8 +156,8 @@ class EngineBridge:
         self._cancel_load.set()
         await self._call(self._close_session)
         self._closed = True
-        self._jobs.put(None)
-        await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+        self._engine.stop()
+        await asyncio.get_running_loop().run_in_executor(None, self._engine.join)
 
     def _close_session(self) -> None:
         if self._session is not None:
@@ -247,7 +249,7 @@ class EngineBridge:
             except BaseException as exc:  # surfaced to the awaiting coroutine, not swallowed
                 put(exc)
 
-        self._jobs.put(job)
+        self._engine.submit(job)
         ended = False  # the engine's last word (result or exception) has been received
         try:
             while not ended:
@@ -295,15 +297,14 @@ class EngineBridge:
             else:
                 loop.call_soon_threadsafe(settle, True, value)
 
-        self._jobs.put(job)
+        self._engine.submit(job)
         # The engine finishes the job even if the awaiting coroutine is cancelled.
         return await asyncio.shield(future)
 
-    def _serve(self) -> None:
-        lower_thread_priority(ENGINE_NICE)
-        while (job := self._jobs.get()) is not None:
-            job()
-        self._close_session()
+    @property
+    def engine_thread_id(self) -> int | None:
+        """`threading.get_ident()` of the engine thread (tests check the session's is this)."""
+        return self._engine.ident
 
 
 def lower_thread_priority(steps: int) -> bool:
