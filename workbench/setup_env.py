@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from workbench.embedded import default_model_path
+from workbench.embedded import chat_model_path, gemma_model_path
 from workbench.paths import LLAMA_CPP_PYTHON_VERSION, REPO_ROOT, native_build_dir, sdist_dir
 
 Log = Callable[[str], None]
@@ -107,5 +107,7 @@ def _tree_bytes(root: Path) -> bytes:
 
 def ensure_all(log: Log) -> None:
     ensure_native(log)
-    path = default_model_path()
-    log(f"ready: native library {native_library_path().name}, default model {path.name}")
+    path = chat_model_path()
+    gemma = gemma_model_path()  # the tests' and benchmarks' model
+    log(f"ready: native library {native_library_path().name}, default model {path.name}, "
+        f"test model {gemma.name}")

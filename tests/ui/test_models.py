@@ -76,7 +76,7 @@ def test_picker_shows_metadata_and_estimate_before_loading(qtbot, make_window, t
     picker.open_button.click()
     qtbot.waitUntil(task.done, timeout=WAIT)
     config = task.result()
-    assert config.n_ctx == 1024 and Path(config.model).name == "gemma-3-270m-q4_k_m.gguf"
+    assert config.n_ctx == 1024 and Path(config.model).name == "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def test_loading_shows_progress_and_can_be_cancelled(qtbot, make_window, model_config):

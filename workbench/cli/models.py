@@ -11,6 +11,8 @@ def add_inspect_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="describe a GGUF model file (without loading it)")
     p.add_argument("model", nargs="?", default="",
                    help="model file (first shard of a split model); default: the embedded model")
+    p.add_argument("--no-template", action="store_true",
+                   help="leave out the chat template's source")
     p.set_defaults(run=run_inspect)
 
 
@@ -24,6 +26,10 @@ def run_inspect(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(format_facts(facts))
+    if facts.has_chat_template and not args.no_template:
+        # The template decides how a conversation reaches the model: worth seeing in full.
+        print(f"\nchat template ({len(facts.chat_template)} characters):")
+        print(facts.chat_template.rstrip())
     return 0
 
 

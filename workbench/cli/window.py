@@ -8,9 +8,10 @@ from pathlib import Path
 
 from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
+from workbench.embedded import SUGGESTED_QUESTION
 
 SCREENSHOT_CHATS = (
-    ("Write a haiku about autumn leaves.",),
+    (SUGGESTED_QUESTION,),
     ("In two sentences, what is a mixture-of-experts language model?",
      "Show a short Python list comprehension that squares the numbers 1 to 5."),
 )
