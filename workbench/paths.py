@@ -7,12 +7,13 @@ from pathlib import Path
 
 import platformdirs
 
+from workbench.native_build import LIB_NAME as NATIVE_LIB_NAME
+from workbench.native_build import LLAMA_CPP_PYTHON_VERSION
+
 APP_NAME = "workbench"
-LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # keep equal to the pin in pyproject.toml
 # In a source checkout this is the repository; in an installed wheel or a bundle it is merely the
 # directory holding the package, so nothing below may assume more than `package_dir()`.
 REPO_ROOT = Path(__file__).resolve().parent.parent
-NATIVE_LIB_NAME = "libworkbench_native.so"
 
 
 def package_dir() -> Path:
