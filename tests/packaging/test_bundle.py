@@ -50,7 +50,8 @@ def test_the_bundle_carries_its_parts(bundle: Path):
     assert (internal / "workbench" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf").is_file()
     assert (internal / "workbench" / "resources" / "templates" / "chatml.jinja").is_file()
     assert any(internal.glob("libpython3*.so*"))
-    assert (bundle / "share" / "applications" / "io.github.moeworkbench.Workbench.desktop").is_file()
+    share = bundle / "share"
+    assert (share / "applications" / "io.github.moeworkbench.Workbench.desktop").is_file()
 
 
 def test_the_bundle_starts_and_takes_a_screenshot(bundle: Path, tmp_path: Path):

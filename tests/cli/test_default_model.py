@@ -1,0 +1,28 @@
+"""The default model as the command line meets it: `inspect` shows its template, `chat` answers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from workbench.embedded import SUGGESTED_QUESTION
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_inspect_without_a_file_describes_the_default_and_shows_its_template(chat_model_path):
+    info = _cli("inspect")
+    assert info.returncode == 0, info.stderr
+    assert chat_model_path.name in info.stdout
+    assert "chat template (" in info.stdout and "<|im_start|>assistant" in info.stdout
+    short = _cli("inspect", "--no-template")
+    assert short.returncode == 0 and "<|im_start|>" not in short.stdout
+
+
+def test_chat_without_a_model_answers_with_the_default(chat_model_path):
+    proc = _cli("chat", "-p", SUGGESTED_QUESTION, "-n", "40", "-t", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "Rayleigh scattering" in proc.stdout, proc.stdout
