@@ -26,3 +26,11 @@ def test_chat_without_a_model_answers_with_the_default(chat_model_path):
     proc = _cli("chat", "-p", SUGGESTED_QUESTION, "-n", "40", "-t", "2")
     assert proc.returncode == 0, proc.stderr
     assert "Rayleigh scattering" in proc.stdout, proc.stdout
+
+
+def test_benchmarks_stay_on_gemma_unless_given_a_model(embedded_model_path, tmp_path):
+    from workbench.cli.bench import on_bench_model
+    from workbench.config import Config
+
+    assert on_bench_model(Config()).model == str(embedded_model_path)
+    assert on_bench_model(Config(model=str(tmp_path / "x.gguf"))).model == str(tmp_path / "x.gguf")
