@@ -17,12 +17,13 @@ def add_inspect_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
+    from workbench.embedded import EmbeddedModelError
     from workbench.moe.layout import ModelFileError, format_facts, read_model_facts
 
-    path = Path(args.model) if args.model else _embedded()
     try:
+        path = Path(args.model) if args.model else _embedded()
         facts = read_model_facts(path)
-    except ModelFileError as exc:
+    except (ModelFileError, EmbeddedModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(format_facts(facts))
