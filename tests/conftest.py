@@ -16,9 +16,18 @@ SHARED = REPO.parent / "shared"
 
 @pytest.fixture(scope="session")
 def embedded_model_path() -> Path:
-    from workbench.embedded import default_model_path
+    """gemma-3-270m: the tests' pinned tokens, templates and logits were taken on it."""
+    from workbench.embedded import gemma_model_path
 
-    return default_model_path()
+    return gemma_model_path()
+
+
+@pytest.fixture(scope="session")
+def chat_model_path() -> Path:
+    """SmolLM2-135M-Instruct, the default the window and `chat` open (it answers questions)."""
+    from workbench.embedded import chat_model_path
+
+    return chat_model_path()
 
 
 @pytest.fixture(scope="session")

@@ -7,9 +7,18 @@ from pathlib import Path
 
 import platformdirs
 
+from workbench.native_build import LIB_NAME as NATIVE_LIB_NAME
+from workbench.native_build import LLAMA_CPP_PYTHON_VERSION
+
 APP_NAME = "workbench"
-LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # keep equal to the pin in pyproject.toml
+# In a source checkout this is the repository; in an installed wheel or a bundle it is merely the
+# directory holding the package, so nothing below may assume more than `package_dir()`.
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def package_dir() -> Path:
+    """The `workbench` package itself (site-packages/workbench, or the checkout's workbench/)."""
+    return Path(__file__).resolve().parent
 
 
 def cache_dir() -> Path:
@@ -35,4 +44,21 @@ def llama_templates_dir() -> Path:
 
 
 def native_build_dir() -> Path:
+    """Where set-up builds the native library in a source checkout."""
     return REPO_ROOT / "build" / "native"
+
+
+def native_library_path() -> Path:
+    """The native library: the copy the wheel build put in the package, else the checkout's build.
+
+    An installed package (a wheel, a desktop bundle) carries it in `workbench/_native/`; a source
+    checkout (an editable install included) has none there and uses what set-up built.
+    """
+    packaged = package_dir() / "_native" / NATIVE_LIB_NAME
+    return packaged if packaged.exists() else native_build_dir() / NATIVE_LIB_NAME
+
+
+def resources_dir() -> Path:
+    """Templates and prompts: package data when installed, the checkout's resources/ otherwise."""
+    packaged = package_dir() / "resources"
+    return packaged if packaged.is_dir() else REPO_ROOT / "resources"

@@ -10,7 +10,7 @@ from tests.full_disk import fill_the_disk
 from workbench.atomic_write import OutputFileError
 from workbench.moe.layout import read_model_facts
 from workbench.ui.models.estimate import estimate_memory
-from workbench.ui.models.qt_model_picker import BUNDLED, QtModelPicker
+from workbench.ui.models.qt_model_picker import BUNDLED_BASE, QtModelPicker
 from workbench.ui.models.recent import add_recent, load_recent
 
 WAIT = 60_000
@@ -61,7 +61,8 @@ def test_picker_shows_metadata_and_estimate_before_loading(qtbot, make_window, t
     picker = QtModelPicker(window.config, window)
     task = window.tasks.spawn(picker.choose())
     qtbot.waitUntil(picker.open_button.isEnabled, timeout=WAIT)
-    assert "gemma3" in picker.details.toPlainText()
+    # The default, listed first, is the chat model.
+    assert "SmolLM2-135M-Instruct" in picker.details.toPlainText()
     assert "KV cache at this context: at most" in picker.estimate.text()
     before = picker.estimate.text()
     picker.n_ctx.setValue(picker.n_ctx.value() * 2)
@@ -70,7 +71,8 @@ def test_picker_shows_metadata_and_estimate_before_loading(qtbot, make_window, t
     picker.select(str(bad))
     qtbot.waitUntil(lambda: "empty" in picker.details.toPlainText(), timeout=WAIT)
     assert not picker.open_button.isEnabled()
-    picker.select(BUNDLED)
+    picker.select(BUNDLED_BASE)
+    qtbot.waitUntil(lambda: "gemma3" in picker.details.toPlainText(), timeout=WAIT)
     qtbot.waitUntil(picker.open_button.isEnabled, timeout=WAIT)
     picker.n_ctx.setValue(1024)
     picker.open_button.click()

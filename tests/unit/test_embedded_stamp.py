@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.embedded import default_model_path
+from workbench.embedded import gemma_model_path
 
 
 @pytest.mark.slow
@@ -26,7 +26,7 @@ def test_a_damaged_stamp_is_verified_again_not_fatal(embedded_model_path: Path, 
     stamp = target.with_suffix(".verified.json")
     stamp.write_text("")  # what a full disk used to leave
 
-    assert default_model_path() == target
+    assert gemma_model_path() == target
     recorded = json.loads(stamp.read_text())
     assert recorded["size"] == target.stat().st_size
     assert sorted(p.name for p in models.iterdir()) == sorted([target.name, stamp.name])

@@ -17,10 +17,12 @@ from functools import cache
 from pathlib import Path
 
 from workbench.backend import llama as llama_binding
-from workbench.paths import native_build_dir
+from workbench.paths import native_library_path
 
 ABI_VERSION = 3
-REBUILD_HINT = "Run scripts/test or scripts/workbench once: set-up rebuilds the native library."
+REBUILD_HINT = ("In a source checkout, run scripts/test or scripts/workbench once: set-up rebuilds "
+                "the native library; an installed package was built for another llama-cpp-python "
+                "build: reinstall both together (pip install --force-reinstall workbench).")
 
 
 class NativeLibraryError(RuntimeError):
@@ -36,7 +38,7 @@ class BuildIdentity:
 
 def library_path() -> Path:
     override = os.environ.get("WORKBENCH_NATIVE_LIB")
-    return Path(override) if override else native_build_dir() / "libworkbench_native.so"
+    return Path(override) if override else native_library_path()
 
 
 class WbStreamerParams(ctypes.Structure):

@@ -11,10 +11,10 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from workbench.paths import REPO_ROOT
+from workbench.paths import resources_dir
 from workbench.presets import Preset
 
-DEFAULT_PROMPTS = REPO_ROOT / "resources" / "prompts" / "default.txt"
+DEFAULT_PROMPTS = resources_dir() / "prompts" / "default.txt"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # an arm's name is also part of a file name
 
 

@@ -138,9 +138,10 @@ def drop_page_cache(path: Path) -> None:
 def model_path(config: Config) -> Path:
     if config.model:
         return Path(config.model)
-    from workbench.embedded import default_model_path
+    # gemma-3-270m, not the chat default: the matrix's figures are compared across runs on it.
+    from workbench.embedded import gemma_model_path
 
-    return default_model_path()
+    return gemma_model_path()
 
 
 def generate_all(config: Config, prompts: list[str], csv_path: Path) -> int:

@@ -54,10 +54,20 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     kv.set_defaults(run=run_kv_cmd)
 
 
+def on_bench_model(config: Config) -> Config:
+    """Benchmarks run on gemma-3-270m unless given a model: docs/benchmarks.md's figures were
+    measured on it, and a new default (the chat model) must not silently change what they mean."""
+    if config.model:
+        return config
+    from workbench.embedded import gemma_model_path
+
+    return config.replace(model=str(gemma_model_path()))
+
+
 def run_kv_cmd(args: argparse.Namespace) -> int:
     from workbench.bench.kv import format_report, run_kv
 
-    config = config_from_args(args, Config(n_threads=2))
+    config = on_bench_model(config_from_args(args, Config(n_threads=2)))
     report = run_kv(config, repeats=args.repeats, history_tokens=args.history_tokens,
                     log=lambda line: print(line, file=sys.stderr, flush=True))
     for line in format_report(report):
@@ -69,7 +79,7 @@ def run_kv_cmd(args: argparse.Namespace) -> int:
 def run_overhead_cmd(args: argparse.Namespace) -> int:
     from workbench.bench.overhead import run_overhead
 
-    config = config_from_args(args, Config(n_predict=256))
+    config = on_bench_model(config_from_args(args, Config(n_predict=256)))
     report = run_overhead(
         config, repeats=args.repeats, warmup=args.warmup,
         log=lambda line: print(line, file=sys.stderr),
@@ -169,7 +179,7 @@ def run_matrix_cmd(args: argparse.Namespace) -> int:
             presets += load_preset_file(path)
         plan = MatrixPlan(
             presets, read_prompts(args.prompts or DEFAULT_PROMPTS), out,
-            base=config_from_args(args, default_base()), repeats=args.repeats,
+            base=on_bench_model(config_from_args(args, default_base())), repeats=args.repeats,
             warmup=args.warmup, order=args.order, seed=args.order_seed,
             fresh_process=args.fresh_process, cold=args.cold, trim=args.trim,
             make_parents=args.out is None,  # the default is under the data directory: ours

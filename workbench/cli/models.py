@@ -11,19 +11,26 @@ def add_inspect_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="describe a GGUF model file (without loading it)")
     p.add_argument("model", nargs="?", default="",
                    help="model file (first shard of a split model); default: the embedded model")
+    p.add_argument("--no-template", action="store_true",
+                   help="leave out the chat template's source")
     p.set_defaults(run=run_inspect)
 
 
 def run_inspect(args: argparse.Namespace) -> int:
+    from workbench.embedded import EmbeddedModelError
     from workbench.moe.layout import ModelFileError, format_facts, read_model_facts
 
-    path = Path(args.model) if args.model else _embedded()
     try:
+        path = Path(args.model) if args.model else _embedded()
         facts = read_model_facts(path)
-    except ModelFileError as exc:
+    except (ModelFileError, EmbeddedModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(format_facts(facts))
+    if facts.has_chat_template and not args.no_template:
+        # The template decides how a conversation reaches the model: worth seeing in full.
+        print(f"\nchat template ({len(facts.chat_template)} characters):")
+        print(facts.chat_template.rstrip())
     return 0
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
+from workbench.embedded import SUGGESTED_QUESTION
 
 SCREENSHOT_CHATS = (
-    ("Write a haiku about autumn leaves.",),
+    (SUGGESTED_QUESTION,),
     ("In two sentences, what is a mixture-of-experts language model?",
      "Show a short Python list comprehension that squares the numbers 1 to 5."),
 )
@@ -91,11 +92,12 @@ def run_screenshot_cmd(args: argparse.Namespace) -> int:
 def run_bench_ui_cmd(args: argparse.Namespace) -> int:
     import tempfile
 
+    from workbench.cli.bench import on_bench_model
     from workbench.ui.bench_ui import bench_script
     from workbench.ui.qt_app import run_window
 
-    config = config_from_args(args, Config().replace(n_predict=args.tokens,
-                                                     n_ctx=max(1024, args.tokens * 4)))
+    config = on_bench_model(config_from_args(args, Config().replace(
+        n_predict=args.tokens, n_ctx=max(1024, args.tokens * 4))))
     with tempfile.TemporaryDirectory(prefix="workbench-bench-") as tmp:
         return run_window(config, script=bench_script(config, args.repeats, print),
                           data=Path(tmp))

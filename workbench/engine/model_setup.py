@@ -60,6 +60,9 @@ def build_run_info(path: Path, model: llama.Model, facts: ModelFacts, config: Co
 
 
 def default_model() -> Path:
-    from workbench.embedded import default_model_path
+    from workbench.embedded import EmbeddedModelError, default_model_path
 
-    return default_model_path()
+    try:
+        return default_model_path()
+    except EmbeddedModelError as exc:  # no network on a first start: a message, not a traceback
+        raise SessionError(str(exc)) from exc

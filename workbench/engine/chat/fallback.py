@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.paths import REPO_ROOT
+from workbench.paths import resources_dir
 
-TEMPLATES_DIR = REPO_ROOT / "resources" / "templates"
+TEMPLATES_DIR = resources_dir() / "templates"
 
 _BY_ARCH_PREFIX = (("gemma", "gemma.jinja"),)
 _DEFAULT = "chatml.jinja"

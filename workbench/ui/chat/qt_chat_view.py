@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.embedded import SUGGESTED_QUESTION
 from workbench.ui.chat.qt_message_widget import QtMessageWidget
 from workbench.ui.chat.shown import ShownMessage
 
@@ -40,8 +41,8 @@ class QtChatView(QWidget):
         self._layout = QVBoxLayout(self._column)
         self._layout.setContentsMargins(12, 12, 12, 12)
         self._layout.setSpacing(10)
-        self.placeholder = QLabel("Type a message below to start. Enter sends, Shift+Enter adds "
-                                  "a line, Esc stops an answer.")
+        self.placeholder = QLabel(f"Type a message below to start, e.g. “{SUGGESTED_QUESTION}”\n"
+                                  "Enter sends, Shift+Enter adds a line, Esc stops an answer.")
         self.placeholder.setStyleSheet("color: #888;")
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self._layout.addWidget(self.placeholder)

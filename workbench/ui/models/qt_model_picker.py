@@ -36,20 +36,24 @@ from workbench.ui.models.recent import load_recent
 from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.tasks import Tasks
 
-BUNDLED = "bundled:gemma"
+BUNDLED = "bundled:default"
+BUNDLED_BASE = "bundled:gemma"
 SYNTHETIC = "bundled:synthetic-moe"
 _LABELS = {
-    BUNDLED: "Gemma 3 270M (bundled real chat model)",
+    BUNDLED: "SmolLM2 135M Instruct (bundled chat model: answers questions)",
+    BUNDLED_BASE: "Gemma 3 270M (bundled base model: continues text rather than answering)",
     SYNTHETIC: "Synthetic MoE (generated; random weights: exercises streaming, its text is noise)",
 }
 
 
 def resolve_entry(entry: str) -> Path:
     """The file behind a list entry (the bundled ones are assembled or generated on first use)."""
-    from workbench.embedded import default_model_path, models_dir
+    from workbench.embedded import default_model_path, gemma_model_path, models_dir
 
     if entry == BUNDLED:
         return default_model_path()
+    if entry == BUNDLED_BASE:
+        return gemma_model_path()
     if entry == SYNTHETIC:
         from workbench.moe.synth import write_synthetic_moe
 
@@ -72,7 +76,7 @@ class QtModelPicker(QDialog):
         self.path: Path | None = None
         self._tasks = Tasks(on_error=lambda exc: self._show_problem(str(exc)))
         self.list = QListWidget()
-        for entry in (BUNDLED, SYNTHETIC, *load_recent(recent)):
+        for entry in (BUNDLED, BUNDLED_BASE, SYNTHETIC, *load_recent(recent)):
             self._add_entry(entry)
         self.list.currentItemChanged.connect(self._selected)
         self.browse = QPushButton("Browse…")
