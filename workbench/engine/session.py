@@ -96,18 +96,23 @@ class Session:
         progress: Callable[[float], bool] | None = None,
         trace_routing: bool = False,
         kv_dir: Path | None = None,
+        record_routes: bool = False,
+        max_route_loads: int | None = None,
     ) -> Session:
         """Validate, load the model and create the context. Raises SessionError.
 
         `progress` gets the load fraction and may return False to cancel the load.
         `trace_routing` records every layer's routed experts while streaming (tests, replay).
         `kv_dir` is where conversations' KV states are kept across restarts (None: memory only).
+        `record_routes` keeps every turn's routing as RouteLoads (`streaming.routes`; the last
+        `max_route_loads` layer loads, None: all) for route traces and the cache-sizing view.
         """
         problems = validate(config)
         if problems:
             raise SessionError("; ".join(p.message for p in problems))
         self = cls()
         self._sink = sink
+        self._route_options = (record_routes, max_route_loads)
         started = time.perf_counter()
         path = Path(config.model) if config.model else default_model()
         try:
@@ -131,7 +136,10 @@ class Session:
         overrides = expert_override(cfg, self.facts)
         if cfg.moe_stream:
             try:
-                self._streaming = StreamingRuntime(cfg, self.facts, trace=trace)
+                record, max_loads = getattr(self, "_route_options", (False, None))
+                self._streaming = StreamingRuntime(cfg, self.facts, trace=trace,
+                                                   record_routes=record,
+                                                   max_route_loads=max_loads)
             except (NotStreamableError, StreamerError) as exc:
                 raise SessionError(str(exc)) from exc
         try:
