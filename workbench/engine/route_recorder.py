@@ -49,6 +49,10 @@ class RouteRecorder:
         self._streamer = streamer
         self._loads: deque[tuple[int, RouteLoad]] = deque(maxlen=max_loads)
         self.dropped_loads = 0  # how many old loads the bound has pushed out
+        self._conversation_of: dict[int, str | None] = {}  # turn -> its conversation
+
+    def begin_turn(self, turn: int, conversation: str | None) -> None:
+        self._conversation_of[turn] = conversation
 
     def collect(self, turn: int, phase: Phase, first_step: int) -> None:
         for load in take_routes(self._streamer, phase, first_step):
@@ -66,6 +70,10 @@ class RouteRecorder:
             return list(self._loads)
         wanted = set(turns)
         return [(t, ld) for t, ld in self._loads if t in wanted]
+
+    def turns_of(self, conversation: str | None) -> list[int]:
+        """The turns recorded for a conversation (None: the CLI's one conversation)."""
+        return [t for t, c in self._conversation_of.items() if c == conversation]
 
     @property
     def last_turn(self) -> int:

@@ -361,6 +361,8 @@ class Session:
             )
         turn = Turn(index=self._turn_index, prompt=prompt, n_predict=n_predict,
                     started_ns=started_ns)
+        if self._streaming is not None:
+            self._streaming.begin_turn(turn.index, request.conversation)
         turn.restored, turn.restore_seconds = self._switch_to(request.conversation)
         reprefill_reason = self._reprefill_reason(prompt.text)
         turn.n_common = self._kv.reuse_prefix(prompt.tokens)

@@ -108,6 +108,10 @@ class StreamingRuntime:
 
     # ---- routing record ---------------------------------------------------------------------
 
+    def begin_turn(self, turn: int, conversation: str | None) -> None:
+        if self.routes is not None:
+            self.routes.begin_turn(turn, conversation)
+
     def record_routes(self, turn: int, phase: Phase, first_step: int) -> None:
         """After a decode: file the loads it routed (a no-op unless routes are recorded)."""
         if self.routes is not None:
@@ -122,8 +126,8 @@ class StreamingRuntime:
         )
 
     def route_trace(self, turns: list[int] | None = None) -> RouteTrace:
-        """The recorded routing (of `turns`, or all kept) with its preamble; empty loads if
-        routes are not recorded."""
+        """The recorded routing (of `turns`, or all kept) with its preamble; no loads if routes
+        are not recorded."""
         loads = self.routes.loads(turns) if self.routes is not None else []
         return RouteTrace(self.route_meta(), [TurnLoad(t, ld) for t, ld in loads])
 
