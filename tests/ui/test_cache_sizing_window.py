@@ -67,3 +67,20 @@ def test_a_session_that_does_not_stream_has_no_curves(qtbot, make_window, run):
     assert window.cache_sizing.message.text() == NEEDS_STREAMING
     assert run(window.save_route_trace()) is None
     assert "No routing to save" in window.notice.text
+
+
+def test_another_conversation_has_its_own_curves(qtbot, make_window, model_config, tiny_moe_path,
+                                                 run):
+    window = make_window(model_config.replace(model=str(tiny_moe_path), moe_stream=True,
+                                              cache_mb=2, n_predict=8))
+    view = window.cache_sizing
+    window.show_dock(window.cache_dock)
+    send(qtbot, window, "First conversation.")
+    qtbot.waitUntil(lambda: view.computations == 1, timeout=WAIT)
+    first = window.chat.conversation_id
+    run(window.conversations.open(None))  # a new, empty conversation: nothing routed yet
+    qtbot.waitUntil(lambda: view.pages.currentIndex() == 0, timeout=WAIT)
+    assert "first answer" in view.message.text()
+    run(window.conversations.open(first))  # back: its curves again
+    qtbot.waitUntil(lambda: view.computations == 2, timeout=WAIT)
+    assert view.curves.tokens == window.chat.last_result.summary.n_generated

@@ -150,7 +150,7 @@ class QtMainWindow(QMainWindow):
             show_error=self.notice.show_error,
         )
         self.conversations = ConversationsController(
-            db, self.conversation_list, self.notice, self.chat.open_conversation,
+            db, self.conversation_list, self.notice, self._open_conversation,
             lambda: self.chat.conversation_id, self.tasks.spawn, self,
         )
         db.on_fault = self._store_fault
@@ -248,6 +248,11 @@ class QtMainWindow(QMainWindow):
     async def open_bench_matrix(self) -> QtMatrixDialog:
         self.show_dock(self.runs_dock)  # the matrix's runs land in this list when it finishes
         return await self.runs_page.open_matrix_dialog()
+
+    async def _open_conversation(self, conversation_id: int | None) -> None:
+        await self.chat.open_conversation(conversation_id)
+        if self.bridge.loaded:
+            self.cache_sizing.request(self._conversation_routes)  # its routing, if any
 
     def _turn_finished(self) -> None:
         self._refresh_runs()

@@ -24,6 +24,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QStackedLayout, QVBoxLayout, QWidget
 
+from workbench.engine.requests import SessionError
 from workbench.moe.route_trace import RouteTrace
 from workbench.moe.routes import Phase
 from workbench.ui.cache_sizing import SizingCurves, compute_curves
@@ -141,7 +142,12 @@ class QtCacheSizing(QWidget):
 
     async def _refresh(self, generation: int) -> None:
         assert self._fetch is not None
-        trace = await self._fetch()  # on the engine thread
+        try:
+            trace = await self._fetch()  # on the engine thread
+        except SessionError:  # no model any more (closing, or the load failed)
+            if generation == self._current:
+                self._say("no model loaded")
+            return
         if generation != self._current:
             return
         if trace is None:
