@@ -41,6 +41,7 @@ def test_bad_inputs_get_a_message_not_a_traceback(tiny_moe_path, tmp_path):
         (("replay", str(junk)), "line 1: not a route trace"),
         (("replay", str(tmp_path / "missing.csv")), "does not exist"),
         (("replay", str(junk), "--cache-mb", "lots"), "not a number of MiB"),
+        (("replay", str(junk), "--plot", str(tmp_path / "no-dir" / "c.png")), "does not exist"),
         (("chat", "-m", str(tiny_moe_path), "-p", "hi", "--route-trace", str(tmp_path / "x")),
          "needs --moe-stream"),
         (("chat", "-m", str(tiny_moe_path), "--moe-stream", "-p", "hi", "--route-trace",

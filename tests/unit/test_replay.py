@@ -178,3 +178,20 @@ def test_a_damaged_trace_names_the_line(tmp_path, damage, message):
 def test_a_missing_trace_says_how_to_record_one(tmp_path):
     with pytest.raises(RouteTraceError, match="--route-trace"):
         read_trace(tmp_path / "nope.csv")
+
+
+def test_prefill_batches_of_a_single_moe_layer_read_back_as_their_loads(tmp_path):
+    # One MoE layer: the layer never changes between loads. Two ubatches of one chunk (the same
+    # first step) and a next chunk whose load routes another number of experts stay apart.
+    def batch(step: int, experts: list[int]) -> TurnLoad:
+        e = np.array([experts], np.int32)
+        return TurnLoad(0, RouteLoad(0, Phase.PREFILL, step, e, np.full(e.shape, np.nan,
+                                     np.float32), np.full(e.shape, -1, np.int8),
+                                     np.zeros(e.shape, np.bool_)))
+
+    meta = TraceMeta("m.gguf", "qwen3moe", 1, 4, 2, -1, {0: 10})
+    loads = [batch(0, [0, 1, 2]), batch(0, [3, 1, 0]), batch(8, [2, 3])]
+    back = read_trace(write_trace(tmp_path / "t.csv", RouteTrace(meta, loads)))
+    assert [t.load.experts.tolist() for t in back.loads] == [[[0, 1, 2]], [[3, 1, 0]], [[2, 3]]]
+    assert [t.load.first_step for t in back.loads] == [0, 0, 8]
+    assert back.meta.cache_budget_bytes == -1

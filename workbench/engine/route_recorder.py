@@ -16,9 +16,9 @@ import numpy as np
 from workbench.moe.routes import Phase, Residency, RouteLoad
 from workbench.moe.streamer import ExpertStreamer
 
-# The window keeps this many layer loads (about 2000 tokens of a 24-layer model): enough for the
-# cache-sizing curves of a long conversation, a few MiB of memory.
-WINDOW_MAX_LOADS = 50_000
+# The window keeps this many layer loads (about 1,250 tokens of a 24-layer model): enough for
+# the cache-sizing curves of a long conversation, about 20 MiB, and a replay of a few seconds.
+WINDOW_MAX_LOADS = 30_000
 
 
 def take_routes(streamer: ExpertStreamer, phase: Phase, first_step: int) -> list[RouteLoad]:

@@ -324,12 +324,13 @@ class _IncrementalLru:
             r.decode_miss_bytes += missed
         # Evict from the tail. Everything this load touched sits at the MRU end, so stopping at
         # the first protected tail entry is the engine's "tail not stamped this generation".
-        protected = {_entry_key(lk.layer, e) for e in lk.experts}
-        while self.bytes > self.budget and self.cache:
-            victim = next(iter(self.cache))
-            if victim in protected:
-                break
-            self.bytes -= self.cache.pop(victim)
+        if self.bytes > self.budget:
+            protected = {_entry_key(lk.layer, e) for e in lk.experts}
+            while self.bytes > self.budget and self.cache:
+                victim = next(iter(self.cache))
+                if victim in protected:
+                    break
+                self.bytes -= self.cache.pop(victim)
 
 
 # ---- the whole report ---------------------------------------------------------------------------

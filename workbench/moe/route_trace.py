@@ -143,12 +143,10 @@ def _int(value: str, what: str, lineno: int, where: str) -> int:
 
 
 class _LoadBuilder:
-    """Rows of one load, token by token, checked to form a (tokens x slots) block."""
+    """Rows of one load, token by token, each token's slots checked to run 0, 1, 2, ..."""
 
-    def __init__(self, key: tuple[int, int, int, int], first_step: int, lineno: int) -> None:
+    def __init__(self, key: tuple[int, int, int, int]) -> None:
         self.key = key  # (turn, phase, layer, decode step or -2)
-        self.first_step = first_step
-        self.lineno = lineno
         self.tokens: list[list[tuple[int, float, int, bool]]] = []
         self.steps: list[int] = []
 
@@ -164,20 +162,26 @@ class _LoadBuilder:
                 "must run 0, 1, 2, ... Was the file cut or edited by hand?")
         self.tokens[-1].append(row)
 
-    def build(self, where: str) -> TurnLoad:
-        widths = {len(t) for t in self.tokens}
-        if len(widths) != 1:
-            raise RouteTraceError(f"{where}, line {self.lineno}: the tokens of one load route "
-                                  f"different numbers of slots ({sorted(widths)}). Was the file "
-                                  "cut or edited by hand?")
+    def build(self) -> list[TurnLoad]:
+        """The load, or, where its tokens route different numbers of slots, one load per run of
+        equal widths (consecutive prefill batches of a model with one MoE layer read as one
+        group; a load's rows are rectangular)."""
         turn, phase, layer, _ = self.key
-        return TurnLoad(turn, RouteLoad(
-            layer=layer, phase=Phase(phase), first_step=self.first_step,
-            experts=np.array([[r[0] for r in t] for t in self.tokens], dtype=np.int32),
-            weights=np.array([[r[1] for r in t] for t in self.tokens], dtype=np.float32),
-            residency=np.array([[r[2] for r in t] for t in self.tokens], dtype=np.int8),
-            dropped=np.array([[r[3] for r in t] for t in self.tokens], dtype=np.bool_),
-        ))
+        out: list[TurnLoad] = []
+        start = 0
+        for end in range(1, len(self.tokens) + 1):
+            if end < len(self.tokens) and len(self.tokens[end]) == len(self.tokens[start]):
+                continue
+            rows = self.tokens[start:end]
+            out.append(TurnLoad(turn, RouteLoad(
+                layer=layer, phase=Phase(phase), first_step=self.steps[start],
+                experts=np.array([[r[0] for r in t] for t in rows], dtype=np.int32),
+                weights=np.array([[r[1] for r in t] for t in rows], dtype=np.float32),
+                residency=np.array([[r[2] for r in t] for t in rows], dtype=np.int8),
+                dropped=np.array([[r[3] for r in t] for t in rows], dtype=np.bool_),
+            )))
+            start = end
+        return out
 
 
 def read_trace(path: str | os.PathLike[str]) -> RouteTrace:
@@ -259,9 +263,9 @@ def read_trace(path: str | os.PathLike[str]) -> RouteTrace:
                                                      and current.steps
                                                      and step <= current.steps[-1]):
             if current is not None:
-                trace.loads.append(current.build(where))
-            current = _LoadBuilder(key, step, lineno)
+                trace.loads.extend(current.build())
+            current = _LoadBuilder(key)
         current.add(step, slot, (expert, weight, residency, bool(dropped)), lineno, where)
     if current is not None:
-        trace.loads.append(current.build(where))
+        trace.loads.extend(current.build())
     return trace

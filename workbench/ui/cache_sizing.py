@@ -16,7 +16,7 @@ from workbench.moe.replay import MIB, ReplayReport, replay
 from workbench.moe.route_trace import TraceMeta
 from workbench.moe.routes import RouteLoad
 
-POINTS = 16  # budgets on a curve besides the current one
+POINTS = 12  # budgets on a curve besides the current one
 
 
 @dataclass(frozen=True, slots=True)
