@@ -154,7 +154,7 @@ def _config(model: Path, threads: int, n_tokens: int, floor_mb: int, frac: float
 
 def _mass_dropped(summary: object) -> float:
     """The engine's router weight mass dropped (%), under the name the summary gives it."""
-    for name in ("drop_mass_pct", "dropped_mass_pct", "experts_dropped_mass_pct"):
+    for name in ("drop_weight_pct",):  # the name native-drop gives it
         value = getattr(summary, name, None)
         if isinstance(value, int | float) and value >= 0:
             return float(value)
