@@ -153,12 +153,10 @@ def _config(model: Path, threads: int, n_tokens: int, floor_mb: int, frac: float
 
 
 def _mass_dropped(summary: object) -> float:
-    """The engine's router weight mass dropped (%), under the name the summary gives it."""
-    for name in ("drop_weight_pct",):  # the name native-drop gives it
-        value = getattr(summary, name, None)
-        if isinstance(value, int | float) and value >= 0:
-            return float(value)
-    return math.nan
+    """The engine's router weight mass dropped (%): the summary's `drop_weight_pct`, added with
+    the drop policy; NaN where this build does not report it."""
+    value = getattr(summary, "drop_weight_pct", None)
+    return float(value) if isinstance(value, int | float) and value >= 0 else math.nan
 
 
 def run_arm(model: Path, *, frac: float, drop_frac: float, threads: int, n_tokens: int,
