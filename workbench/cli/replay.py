@@ -13,8 +13,8 @@ from workbench.moe.replay import MIB, ReplayReport, WhatIf
 def add_replay_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="replay a route trace: cache sizes, Belady, dropping")
     p.add_argument("trace", metavar="TRACE", help="a route trace (chat --route-trace FILE)")
-    p.add_argument("--cache-mb", metavar="A,B,C", action="append", default=[],
-                   help="expert cache budgets to simulate, MiB, comma-separated (repeatable); "
+    p.add_argument("--cache-mb", metavar="A,B,C", nargs="+", action="extend", default=[],
+                   help="expert cache budgets to simulate, MiB (comma- or space-separated); "
                         "default: the recorded budget and 1/8 ... 8/8 of every expert")
     p.add_argument("--plot", metavar="FILE.png",
                    help="also draw hit rate against cache size into this PNG")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.moe.replay import MIB, ReplayReport, replay
+from workbench.moe.replay import MIB, ReplayReport, default_budgets, replay
 from workbench.moe.route_trace import TraceMeta
 from workbench.moe.routes import RouteLoad
 
@@ -47,13 +47,6 @@ class SizingCurves:
                 float(np.interp(budget_mib, self.budget_mib, self.belady_hit_pct)))
 
 
-def sizing_budgets(total_bytes: int, current_bytes: int, points: int = POINTS) -> list[int]:
-    out = {int(total_bytes * i / points) for i in range(1, points + 1)}
-    if current_bytes > 0:
-        out.add(current_bytes)
-    return sorted(b for b in out if b > 0)
-
-
 def curves_from_report(report: ReplayReport, current_bytes: int) -> SizingCurves:
     rows = report.budgets
 
@@ -78,7 +71,7 @@ def compute_curves(loads: Sequence[tuple[int, RouteLoad]], meta: TraceMeta,
                    ) -> SizingCurves:
     """The curves of recorded routing (pure Python: call it off the UI thread)."""
     total = sum(b * meta.n_expert for b in meta.expert_bytes.values())
-    budgets = sizing_budgets(total, meta.cache_budget_bytes, points)
+    budgets = default_budgets(total, meta.cache_budget_bytes, points)
     report = replay(loads, meta.expert_bytes, meta.n_expert, meta.n_expert_used, budgets,
                     what_ifs=False, cancelled=cancelled)
     return curves_from_report(report, meta.cache_budget_bytes)
