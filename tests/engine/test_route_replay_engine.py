@@ -60,3 +60,28 @@ def test_the_replays_lru_is_the_engines_cache(recorded, tmp_path):
     # The adapter's routes carry no weights yet: no drop what-ifs, static top-k still runs.
     assert not report.has_weights
     assert [w.name for w in report.budgets[0].what_ifs] == ["top-k 1"]
+
+
+def test_the_record_is_bounded_and_kept_per_conversation(tiny_moe_path):
+    config = Config(model=str(tiny_moe_path), chat_template=False, n_predict=6, n_ctx=256,
+                    n_threads=2, moe_stream=True, cache_mb=2, o_direct=False)
+    session = Session.open(config, record_routes=True, max_route_loads=30)
+    try:
+        a = session.generate(GenerateRequest(text="First conversation.", conversation="a"))
+        b = session.generate(GenerateRequest(text="Second one.", conversation="b"))
+        recorder = session.streaming.routes
+        assert recorder.turns_of("a") == [a.summary.turn] and recorder.turns_of("b") == [
+            b.summary.turn]
+        kept = recorder.loads()
+        assert len(kept) == 30 and recorder.dropped_loads > 0  # the oldest went first
+        n_moe = len(session.streaming.expert_bytes)
+        # The newest loads are the second answer's tokens, one pass over the MoE layers each.
+        tail = kept[-n_moe * b.summary.n_generated:]
+        assert all(t == b.summary.turn and ld.phase is Phase.DECODE for t, ld in tail)
+        steps = [ld.first_step for _, ld in tail]
+        assert steps == sorted(steps) and len(set(steps)) == b.summary.n_generated
+        of_a = session.streaming.route_trace(recorder.turns_of("a")).loads
+        of_b = [t for t, _ in kept if t == b.summary.turn]
+        assert len(of_a) == 30 - len(of_b) and {t.turn for t in of_a} <= {a.summary.turn}
+    finally:
+        session.close()
