@@ -107,12 +107,14 @@ class Session:
         `record_routes` keeps every turn's routing as RouteLoads (`streaming.routes`; the last
         `max_route_loads` layer loads, None: all) for route traces and the cache-sizing view.
         """
+        if trace_routing and record_routes:  # both would drain the one native trace
+            raise ValueError("trace_routing and record_routes exclude each other: use "
+                             "record_routes and read streaming.routes")
         problems = validate(config)
         if problems:
             raise SessionError("; ".join(p.message for p in problems))
         self = cls()
         self._sink = sink
-        self._route_options = (record_routes, max_route_loads)
         started = time.perf_counter()
         path = Path(config.model) if config.model else default_model()
         try:
@@ -121,7 +123,7 @@ class Session:
             raise SessionError(str(exc)) from exc
         self.config = config.replace(model=str(path))
         try:
-            self._load(path, progress, trace_routing)
+            self._load(path, progress, trace_routing, (record_routes, max_route_loads))
         except BaseException:
             self._free()
             raise
@@ -131,15 +133,15 @@ class Session:
         self._pool = make_pool(self.config, self.run_info, kv_dir)
         return self
 
-    def _load(self, path: Path, progress: Callable[[float], bool] | None, trace: bool) -> None:
+    def _load(self, path: Path, progress: Callable[[float], bool] | None, trace: bool,
+              routes: tuple[bool, int | None] = (False, None)) -> None:
         cfg = self.config
         overrides = expert_override(cfg, self.facts)
         if cfg.moe_stream:
             try:
-                record, max_loads = getattr(self, "_route_options", (False, None))
                 self._streaming = StreamingRuntime(cfg, self.facts, trace=trace,
-                                                   record_routes=record,
-                                                   max_route_loads=max_loads)
+                                                   record_routes=routes[0],
+                                                   max_route_loads=routes[1])
             except (NotStreamableError, StreamerError) as exc:
                 raise SessionError(str(exc)) from exc
         try:
