@@ -14,13 +14,21 @@ from workbench.engine.session import Session
 from workbench.moe.replay import replay
 from workbench.moe.route_trace import read_trace, write_trace
 from workbench.moe.routes import Phase
+from workbench.moe.synth import write_synthetic_moe
 
 MIB = 1 << 20
 
 
+@pytest.fixture(scope="module", params=["qwen3moe", "gemma4"])
+def model(request, tmp_path_factory):
+    """Two layouts: split gate/up experts, and gemma4's fused ones after a dense first layer."""
+    out = tmp_path_factory.mktemp("replay") / f"tiny-{request.param}.gguf"
+    return write_synthetic_moe(out, arch=request.param, size="tiny")[0]
+
+
 @pytest.fixture
-def recorded(tiny_moe_path):
-    config = Config(model=str(tiny_moe_path), chat_template=False, n_predict=24, n_ctx=256,
+def recorded(model):
+    config = Config(model=str(model), chat_template=False, n_predict=24, n_ctx=256,
                     n_threads=2, n_batch=8, moe_stream=True, cache_mb=1, o_direct=False)
     session = Session.open(config, record_routes=True)
     try:
