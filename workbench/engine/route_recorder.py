@@ -8,6 +8,7 @@ trace file, `replay` and the window's cache-sizing view all read from here.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Iterable
 
@@ -33,13 +34,22 @@ def take_routes(streamer: ExpertStreamer, phase: Phase, first_step: int) -> list
     out = []
     for layer, ids in streamer.take_trace():
         experts = np.asarray(ids, dtype=np.int32).reshape(1, -1)
-        out.append(RouteLoad(
-            layer=layer, phase=phase, first_step=first_step, experts=experts,
-            weights=np.full(experts.shape, np.nan, dtype=np.float32),
-            residency=np.full(experts.shape, Residency.UNKNOWN, dtype=np.int8),
-            dropped=np.zeros(experts.shape, dtype=np.bool_),
-        ))
+        weights, residency, dropped = _unmeasured(experts.shape[1])
+        out.append(RouteLoad(layer=layer, phase=phase, first_step=first_step, experts=experts,
+                             weights=weights, residency=residency, dropped=dropped))
     return out
+
+
+@functools.cache
+def _unmeasured(width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Read-only (weights NaN, residency UNKNOWN, not dropped) rows of one width, shared by every
+    load of that width: a recorder of 30,000 loads holds one copy, not 90,000 arrays."""
+    arrays = (np.full((1, width), np.nan, dtype=np.float32),
+              np.full((1, width), Residency.UNKNOWN, dtype=np.int8),
+              np.zeros((1, width), dtype=np.bool_))
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
 
 
 class RouteRecorder:
