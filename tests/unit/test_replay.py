@@ -9,6 +9,7 @@ import pytest
 from workbench.moe.replay import (
     Lookup,
     lookups,
+    recorded_hit_pct,
     replay,
     replay_belady,
     replay_drop,
@@ -195,3 +196,16 @@ def test_prefill_batches_of_a_single_moe_layer_read_back_as_their_loads(tmp_path
     assert [t.load.experts.tolist() for t in back.loads] == [[[0, 1, 2]], [[3, 1, 0]], [[2, 3]]]
     assert [t.load.first_step for t in back.loads] == [0, 0, 8]
     assert back.meta.cache_budget_bytes == -1
+
+
+def test_the_hit_rate_the_engine_recorded_counts_each_distinct_kept_expert_once():
+    def load(experts, residency, dropped):
+        e = np.array(experts, np.int32)
+        return 0, RouteLoad(0, Phase.PREFILL, 0, e, np.full(e.shape, np.nan, np.float32),
+                            np.array(residency, np.int8), np.array(dropped, np.bool_))
+
+    # Expert 1 twice (one lookup), expert 2 dropped (none): lookups 0 (miss), 1 (hit), 3 (hit).
+    loads = [load([[0, 1], [1, 2], [3, 0]], [[0, 1], [1, 0], [1, 0]],
+                  [[0, 0], [0, 1], [0, 0]])]
+    assert recorded_hit_pct(loads) == pytest.approx(200 / 3)
+    assert recorded_hit_pct([(0, decode(1, [0, 1]))]) == -1.0  # residency unknown

@@ -41,7 +41,7 @@ def parse_budgets(values: list[str]) -> list[int]:
 
 def run_replay(args: argparse.Namespace) -> int:
     from workbench.atomic_write import OutputFileError, check_output_path
-    from workbench.moe.replay import default_budgets, replay
+    from workbench.moe.replay import default_budgets, recorded_hit_pct, replay
     from workbench.moe.route_trace import read_trace
 
     try:
@@ -64,6 +64,10 @@ def run_replay(args: argparse.Namespace) -> int:
     report = replay(loads, meta.expert_bytes, meta.n_expert, meta.n_expert_used, budgets)
     print(format_report(report, trace.meta.model, meta.cache_budget_bytes,
                         turns=len({t.turn for t in trace.loads})))
+    recorded = recorded_hit_pct(loads)
+    if recorded >= 0:
+        print(f"\nthe engine recorded {recorded:.1f} % hits in this trace (its residency "
+              f"column) at {meta.cache_budget_bytes / MIB:.1f} MiB")
     if args.plot:
         from workbench.ui.cache_sizing import curves_from_report
         from workbench.ui.qt_replay_plot import write_curves_png

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.moe.routes import Phase, RouteLoad
+from workbench.moe.routes import Phase, Residency, RouteLoad
 
 MIB = 1 << 20
 DROP_FRACS = (0.5, 0.75, 1.0)
@@ -331,6 +331,27 @@ class _IncrementalLru:
                 if victim in protected:
                     break
                 self.bytes -= self.cache.pop(victim)
+
+
+def recorded_hit_pct(loads: Sequence[tuple[int, RouteLoad]]) -> float:
+    """The hit rate the engine itself recorded in the trace's residency column (one lookup per
+    distinct non-dropped expert of a load, as the engine counts); -1 where residency is unknown.
+    A replay of the same budget should match it (a budget resized mid-run will not)."""
+    lookups_n = hits = 0
+    for _, ld in loads:
+        if (ld.residency == Residency.UNKNOWN).any():
+            return -1.0
+        seen: set[int] = set()
+        flat_e = ld.experts.reshape(-1)
+        flat_r = ld.residency.reshape(-1)
+        flat_d = ld.dropped.reshape(-1)
+        for e, r, d in zip(flat_e.tolist(), flat_r.tolist(), flat_d.tolist(), strict=True):
+            if d or e in seen:
+                continue
+            seen.add(e)
+            lookups_n += 1
+            hits += r == Residency.HIT
+    return 100.0 * hits / lookups_n if lookups_n else -1.0
 
 
 # ---- the whole report ---------------------------------------------------------------------------
