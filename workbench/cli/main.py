@@ -1,5 +1,5 @@
 """`python -m workbench` opens the window; subcommands (chat, inspect, make-model, bench,
-screenshot, window) do the rest. `python -m workbench --help` lists them."""
+screenshot, window, replay) do the rest. `python -m workbench --help` lists them."""
 
 from __future__ import annotations
 
