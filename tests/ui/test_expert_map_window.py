@@ -8,7 +8,6 @@ import numpy as np
 from PySide6.QtCore import QPointF
 
 from tests.ui.user_actions import WAIT, send
-from workbench.engine.session import Session
 from workbench.moe.synth import moe_layers, spec_for
 from workbench.ui.telemetry.expert_activity import CELL_PX, LUT, RESIDENT_RGB
 from workbench.ui.telemetry.qt_expert_map import NEEDS_STREAMING
@@ -27,12 +26,14 @@ def menu_action(window, menu: str, text: str):
     return next(a for a in bar.actions() if a.text().replace("&", "") == text)
 
 
+def recorded_loads(session) -> list[tuple[int, list[int]]]:
+    """The window's sessions record their routing (for the cache-sizing view): the witness."""
+    return [(ld.layer, [int(e) for e in ld.unique_experts()])
+            for _, ld in session.streaming.routes.loads()]
+
+
 def test_a_streamed_moe_maps_the_routed_experts_and_the_cache(qtbot, make_window, model_config,
-                                                               tiny_moe_path, monkeypatch):
-    real_open = Session.open.__func__
-    # The window's engine opens sessions itself: record their routing, as a test witness.
-    monkeypatch.setattr(Session, "open", classmethod(
-        lambda cls, config, **kw: real_open(cls, config, **{**kw, "trace_routing": True})))
+                                                               tiny_moe_path):
     window = make_window(model_config.replace(model=str(tiny_moe_path), moe_stream=True,
                                               cache_mb=64))
     panel = window.expert_map
@@ -41,7 +42,7 @@ def test_a_streamed_moe_maps_the_routed_experts_and_the_cache(qtbot, make_window
     assert menu_action(window, "View", "Expert activity").isCheckable()
     assert panel.streaming and panel.model.empty
     assert panel.pages.currentIndex() == 0 and "streaming is on" in panel.message.text()
-    on_engine(qtbot, window, lambda s: s.streaming.streamer.take_trace())  # nothing before
+    assert on_engine(qtbot, window, recorded_loads) == []  # nothing before
 
     send(qtbot, window, "Hello")  # the telemetry tab is in front: the map only accumulates
     n = window.chat.last_result.summary.n_generated
@@ -55,7 +56,7 @@ def test_a_streamed_moe_maps_the_routed_experts_and_the_cache(qtbot, make_window
     # The engine's own record: the last n passes over the MoE layers are the generated tokens.
     spec = spec_for("qwen3moe", "tiny")
     moe = moe_layers(spec)
-    loads = on_engine(qtbot, window, lambda s: s.streaming.streamer.take_trace())
+    loads = on_engine(qtbot, window, recorded_loads)
     generated = loads[len(loads) - n * len(moe):]
     expected = np.zeros((spec.n_layer, spec.n_expert))
     for t in range(n):

@@ -48,7 +48,7 @@ def test_the_docks_hold_every_setting_and_the_runs_and_the_menus_reach_them(qtbo
     assert window.runs_dock.widget() is window.runs_page
     assert list(page.panel.rows) == [s.name for s in SETTINGS]
     assert set(window.tabifiedDockWidgets(window.telemetry_dock)) == {
-        window.expert_dock, window.settings_dock, window.runs_dock}
+        window.expert_dock, window.cache_dock, window.settings_dock, window.runs_dock}
     qtbot.waitUntil(lambda: in_front(window.telemetry_dock), timeout=WAIT)
     assert not in_front(window.settings_dock) and not in_front(window.runs_dock)
 

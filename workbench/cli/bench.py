@@ -45,6 +45,25 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
                              "that holds every expert)")
     stream.set_defaults(run=run_stream_cmd)
 
+    drop = kinds.add_parser(
+        "drop", help="cache-aware expert dropping vs off under a memory balloon, with the "
+                     "replay's predicted reads avoided")
+    drop.add_argument("-m", "--model", type=Path,
+                      help="MoE GGUF to use (default: a generated bench-size synthetic MoE)")
+    drop.add_argument("--gib", type=float, default=2.0,
+                      help="size of the generated synthetic model's experts (GiB)")
+    drop.add_argument("--frac", type=float, default=0.75, help="drop_cold_frac of the drop arm")
+    drop.add_argument("--repeats", type=int, default=5)
+    drop.add_argument("-n", "--tokens", type=int, default=256, help="tokens per run")
+    drop.add_argument("-t", "--threads", type=int, default=2)
+    drop.add_argument("--leave-mib", type=int, default=0,
+                      help="RAM left available by the balloon (default: a third of the model)")
+    drop.add_argument("--floor-mb", type=int, default=256,
+                      help="what the automatic cache leaves free")
+    drop.add_argument("--no-balloon", dest="balloon", action="store_false",
+                      help="no memory balloon (a smoke test of the plumbing, not a measurement)")
+    drop.set_defaults(run=run_drop_cmd)
+
     kv = kinds.add_parser("kv", help="time to first token with conversations' KV states kept "
                                      "(memory, disk) vs re-read")
     add_arguments(kv)
@@ -73,6 +92,29 @@ def run_kv_cmd(args: argparse.Namespace) -> int:
     for line in format_report(report):
         print(line)
     print(report.last_line())
+    return 0
+
+
+def run_drop_cmd(args: argparse.Namespace) -> int:
+    from workbench.bench import drop, stream
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    if not 0 < args.frac <= 1:
+        print("error: --frac must be in (0, 1] (0.75 drops cold experts weighted under 3/4 of "
+              "an even share)", file=sys.stderr)
+        return 2
+    if not drop.has_drop_setting():
+        print(f"bench drop: skipped: this build has no `{drop.DROP_SETTING}` setting "
+              "(cache-aware dropping has not landed), so there is nothing to compare")
+        return 0
+    model = args.model or stream.bench_model(args.gib)
+    leave = args.leave_mib or model.stat().st_size // (3 << 20)
+    report = drop.drop_bench(model, frac=args.frac, leave_mib=leave, floor_mb=args.floor_mb,
+                             repeats=args.repeats, n_tokens=args.tokens, threads=args.threads,
+                             balloon=args.balloon, log=log)
+    print("\n".join(report.lines()))
     return 0
 
 

@@ -34,16 +34,26 @@ def add_chat_parser(sub: argparse._SubParsersAction) -> None:
                         "appears, whole, when the chat ends)")
     p.add_argument("--progress", action="store_true",
                    help="print one JSON line per token to stderr")
+    p.add_argument("--route-trace", metavar="FILE",
+                   help="record every layer's routing to FILE, a route trace for `replay` "
+                        "(needs --moe-stream; FILE appears, whole, when the chat ends)")
     p.set_defaults(run=run_chat)
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    from workbench.atomic_write import OutputFileError
+    from workbench.atomic_write import OutputFileError, check_output_path
     from workbench.engine.sinks import CsvMetricsSink
 
     config = config_from_args(args, Config())
+    route_trace = getattr(args, "route_trace", None)
+    if route_trace and not config.moe_stream:
+        print("error: --route-trace needs --moe-stream: the expert streamer is what records "
+              "the routing", file=sys.stderr)
+        return 2
     try:
         # Before the load: a --csv that cannot be written is refused in a second, not after.
+        if route_trace:
+            check_output_path(route_trace)
         sink = CsvMetricsSink(args.csv) if args.csv else None
     except OutputFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -103,7 +113,8 @@ def _chat(args: argparse.Namespace, config: Config, metrics: _MetricsFile) -> in
     def load() -> Session:
         # Returning False from the progress callback makes llama.cpp abandon the load.
         return Session.open(config, sink=metrics.sink,
-                            progress=lambda _f: not cancel_load.is_set())
+                            progress=lambda _f: not cancel_load.is_set(),
+                            record_routes=bool(getattr(args, "route_trace", None)))
 
     try:
         try:
@@ -132,9 +143,25 @@ def _chat(args: argparse.Namespace, config: Config, metrics: _MetricsFile) -> in
                 return 0 if result.ok or result.stopped else 1
             return _interactive(engine, session, args.progress, metrics.check)
         finally:
+            if getattr(args, "route_trace", None) and session.streaming is not None:
+                _write_route_trace(engine, session, args.route_trace)
             engine.call(session.close, lambda: None)
     finally:
         engine.stop()
+
+
+def _write_route_trace(engine: EngineThread, session, path: str) -> None:
+    from workbench.atomic_write import OutputFileError
+    from workbench.moe.route_trace import write_trace
+
+    trace = engine.call(session.streaming.route_trace, lambda: None)
+    try:
+        write_trace(path, trace)
+    except OutputFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return
+    print(f"wrote the route trace {path} ({len(trace.loads)} layer loads); "
+          f"see it with: workbench replay {path}", file=sys.stderr)
 
 
 def _interactive(engine: EngineThread, session, progress: bool,

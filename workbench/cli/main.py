@@ -1,5 +1,5 @@
 """`python -m workbench` opens the window; subcommands (chat, inspect, make-model, bench,
-screenshot, window) do the rest. `python -m workbench --help` lists them."""
+screenshot, window, replay) do the rest. `python -m workbench --help` lists them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
     from workbench.cli.chat import add_chat_parser
     from workbench.cli.compare import add_compare_parser
     from workbench.cli.models import add_inspect_parser, add_make_model_parser
+    from workbench.cli.replay import add_replay_parser
     from workbench.cli.window import add_bench_ui_parser, add_screenshot_parser, add_window_parser
 
     parser = argparse.ArgumentParser(
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_make_model_parser(sub)
     add_bench_parser(sub)
     add_compare_parser(sub)
+    add_replay_parser(sub)
     add_bench_ui_parser(sub.choices["bench"])
     add_window_parser(sub)
     add_screenshot_parser(sub)

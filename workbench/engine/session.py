@@ -102,13 +102,20 @@ class Session:
         progress: Callable[[float], bool] | None = None,
         trace_routing: bool = False,
         kv_dir: Path | None = None,
+        record_routes: bool = False,
+        max_route_loads: int | None = None,
     ) -> Session:
         """Validate, load the model and create the context. Raises SessionError.
 
         `progress` gets the load fraction and may return False to cancel the load.
         `trace_routing` records every layer's routed experts while streaming (tests, replay).
         `kv_dir` is where conversations' KV states are kept across restarts (None: memory only).
+        `record_routes` keeps every turn's routing as RouteLoads (`streaming.routes`; the last
+        `max_route_loads` layer loads, None: all) for route traces and the cache-sizing view.
         """
+        if trace_routing and record_routes:  # both would drain the one native trace
+            raise ValueError("trace_routing and record_routes exclude each other: use "
+                             "record_routes and read streaming.routes")
         problems = validate(config)
         if problems:
             raise SessionError("; ".join(p.message for p in problems))
@@ -122,7 +129,7 @@ class Session:
             raise SessionError(str(exc)) from exc
         self.config = config.replace(model=str(path))
         try:
-            self._load(path, progress, trace_routing)
+            self._load(path, progress, trace_routing, (record_routes, max_route_loads))
         except BaseException:
             self._free()
             raise
@@ -132,12 +139,15 @@ class Session:
         self._pool = make_pool(self.config, self.run_info, kv_dir)
         return self
 
-    def _load(self, path: Path, progress: Callable[[float], bool] | None, trace: bool) -> None:
+    def _load(self, path: Path, progress: Callable[[float], bool] | None, trace: bool,
+              routes: tuple[bool, int | None] = (False, None)) -> None:
         cfg = self.config
         overrides = expert_override(cfg, self.facts)
         if cfg.moe_stream:
             try:
-                self._streaming = StreamingRuntime(cfg, self.facts, trace=trace)
+                self._streaming = StreamingRuntime(cfg, self.facts, trace=trace,
+                                                   record_routes=routes[0],
+                                                   max_route_loads=routes[1])
             except (NotStreamableError, StreamerError) as exc:
                 raise SessionError(str(exc)) from exc
         # Armed for the load alone: the streamer reads the experts itself, so llama.cpp need not
@@ -389,6 +399,8 @@ class Session:
             )
         turn = Turn(index=self._turn_index, prompt=prompt, n_predict=n_predict,
                     started_ns=started_ns)
+        if self._streaming is not None:
+            self._streaming.begin_turn(turn.index, request.conversation)
         turn.restored, turn.restore_seconds = self._switch_to(request.conversation)
         reprefill_reason = self._reprefill_reason(prompt.text)
         turn.n_common = self._kv.reuse_prefix(prompt.tokens)

@@ -20,10 +20,13 @@ from workbench.backend.abort import AbortFlag
 from workbench.config import Config
 from workbench.engine.metrics import UNMEASURED, RunSummary, TokenMetrics
 from workbench.engine.requests import ExpertActivity
+from workbench.engine.route_recorder import RouteRecorder
 from workbench.moe.budget import MIB, CacheBudget, cliff_warning, resolve_budget
 from workbench.moe.layout import ModelFacts, TensorInfo, expert_tensors, read_tensors
 from workbench.moe.lean_load import LeanLoadReport, restore
 from workbench.moe.registry import check_streamable
+from workbench.moe.route_trace import RouteTrace, TraceMeta, TurnLoad
+from workbench.moe.routes import Phase
 from workbench.moe.streamer import ExpertMapSnapshot, ExpertStreamer, StreamCounters
 
 DENSE_PROBE_EVERY = 8  # tokens between two dense-residency samples
@@ -46,7 +49,8 @@ class StreamingInfo:
 class StreamingRuntime:
     """Owns the ExpertStreamer of one session and turns its counters into telemetry."""
 
-    def __init__(self, config: Config, facts: ModelFacts, *, trace: bool = False) -> None:
+    def __init__(self, config: Config, facts: ModelFacts, *, trace: bool = False,
+                 record_routes: bool = False, max_route_loads: int | None = None) -> None:
         check_streamable(facts.arch, facts.n_expert, facts.path.name)
         self.facts = facts
         self.experts = expert_tensors(facts.path)
@@ -61,15 +65,18 @@ class StreamingRuntime:
         self.dense_policy = config.dense_weights
         self.streamer = ExpertStreamer(
             list(facts.shards), lanes=config.io_threads, o_direct=config.o_direct,
-            budget_bytes=self.budget.bytes, trace=trace,
+            budget_bytes=self.budget.bytes, trace=trace or record_routes,
         )
+        self.routes = RouteRecorder(self.streamer, max_route_loads) if record_routes else None
         self.dense_bytes_read = 0
         self.lean: LeanLoadReport | None = None  # set by the session around the model load
         # One token's worst-case expert demand: every MoE layer routes top-k distinct experts.
         top_k = config.n_expert_used or facts.n_expert_used
+        self.top_k = top_k
         per_layer: dict[int, int] = {}
         for t in self.experts:
             per_layer[t.layer] = per_layer.get(t.layer, 0) + t.expert_stride
+        self.expert_bytes = per_layer  # MoE layer -> one expert's bytes, all projections
         self.token_demand_bytes = sum(b * min(top_k, facts.n_expert) for b in per_layer.values())
         self.warnings = [w for w in (cliff_warning(self.budget, self.token_demand_bytes),) if w]
         self._dense_frac = UNMEASURED
@@ -111,6 +118,33 @@ class StreamingRuntime:
                 restore(self.lean, self.facts.shards, unused)
         self.streamer.activate()
         self._last = self.streamer.counters()
+        if self.routes is not None:
+            self.routes.discard_pending()
+
+    # ---- routing record ---------------------------------------------------------------------
+
+    def begin_turn(self, turn: int, conversation: str | None) -> None:
+        if self.routes is not None:
+            self.routes.begin_turn(turn, conversation)
+
+    def record_routes(self, turn: int, phase: Phase, first_step: int) -> None:
+        """After a decode: file the loads it routed (a no-op unless routes are recorded)."""
+        if self.routes is not None:
+            self.routes.collect(turn, phase, first_step)
+
+    def route_meta(self) -> TraceMeta:
+        budget = self.streamer.counters().budget_now if self.budget.enabled else -1
+        return TraceMeta(
+            model=self.facts.path.name, arch=self.facts.arch, n_layer=self.facts.n_layer,
+            n_expert=self.facts.n_expert, n_expert_used=self.top_k, cache_budget_bytes=budget,
+            expert_bytes=dict(self.expert_bytes),
+        )
+
+    def route_trace(self, turns: list[int] | None = None) -> RouteTrace:
+        """The recorded routing (of `turns`, or all kept) with its preamble; no loads if routes
+        are not recorded."""
+        loads = self.routes.loads(turns) if self.routes is not None else []
+        return RouteTrace(self.route_meta(), [TurnLoad(t, ld) for t, ld in loads])
 
     @property
     def info(self) -> StreamingInfo:

@@ -27,6 +27,7 @@ from workbench.engine.requests import GenerateResult, PrefillProgress, StopReaso
 from workbench.engine.sinks import Sink
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.token_row import token_row, turn_summary
+from workbench.moe.routes import Phase
 
 OnToken = Callable[[TokenEvent], None]
 OnPrefill = Callable[[PrefillProgress], None]
@@ -110,6 +111,8 @@ class TurnLoop:
             if rc != 0:
                 stop, error = self._decode_failure(rc, len(rows))
                 break
+            if streaming is not None:
+                streaming.record_routes(turn.index, Phase.DECODE, len(kv.tokens))
             kv.append([tok])
             piece = model.token_to_piece(tok)
             text_piece = turn.utf8.decode(piece)
@@ -187,6 +190,8 @@ class TurnLoop:
                     error=f"Reading the prompt failed (llama_decode returned {rc}). The cached "
                     "conversation state was discarded; send the message again to retry.",
                 )
+            if p.streaming is not None:
+                p.streaming.record_routes(turn.index, Phase.PREFILL, len(kv.tokens))
             kv.append(chunk)
             done += len(chunk)
             if on_prefill is not None:

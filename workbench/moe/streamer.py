@@ -82,6 +82,7 @@ class ExpertStreamer:
         self._layer_experts: np.ndarray | None = None  # fixed once streaming is active
         self._per_layer: np.ndarray | None = None  # the same, padded to the last map's rows
         self._shard_index = {str(p): i for i, p in enumerate(shards)}
+        self._trace_buf: ctypes.Array[ctypes.c_int32] | None = None
 
     # ---- wiring into llama.cpp ----------------------------------------------------------------
 
@@ -174,7 +175,10 @@ class ExpertStreamer:
     def take_trace(self) -> list[tuple[int, list[int]]]:
         """Routed (layer, unique expert ids) per load since the last call (needs trace=True)."""
         out: list[int] = []
-        buf = (ctypes.c_int32 * 65536)()
+        # One buffer for the streamer's life: the route recorder drains after every token.
+        buf = self._trace_buf
+        if buf is None:
+            buf = self._trace_buf = (ctypes.c_int32 * 65536)()
         while True:
             n = self._lib.wb_streamer_take_trace(self._ptr, buf, len(buf))
             if n <= 0:

@@ -31,8 +31,10 @@ from workbench.engine.requests import (
     SessionError,
     TokenEvent,
 )
+from workbench.engine.route_recorder import WINDOW_MAX_LOADS
 from workbench.engine.session import Session
 from workbench.engine.sinks import Sink
+from workbench.moe.route_trace import RouteTrace
 from workbench.ui.event_pipe import EventPipe
 from workbench.ui.ui_pacer import shared_pacer
 
@@ -130,8 +132,10 @@ class EngineBridge:
         def job() -> LoadedModel:
             self._close_session()
             try:
+                # Routing is recorded (bounded) for the cache-sizing view and route traces.
                 session = Session.open(config, sink=self._sink, progress=progress,
-                                       kv_dir=self._kv_dir)
+                                       kv_dir=self._kv_dir, record_routes=True,
+                                       max_route_loads=WINDOW_MAX_LOADS)
             except SessionError:
                 if self._cancel_load.is_set():
                     raise LoadCancelled("loading was cancelled; no model is loaded") from None
@@ -268,6 +272,21 @@ class EngineBridge:
             self._generating = False
 
     # ---- the engine thread --------------------------------------------------------------------
+
+    async def route_trace(self, conversation: str | None, last_turn: bool = False
+                          ) -> RouteTrace | None:
+        """The routing recorded for a conversation (or its last turn only), with the trace's
+        preamble; None when the session does not stream its experts."""
+
+        def job() -> RouteTrace | None:
+            session = self._session
+            runtime = session.streaming if session is not None else None
+            if runtime is None or runtime.routes is None:
+                return None
+            turns = runtime.routes.turns_of(conversation)
+            return runtime.route_trace(turns[-1:] if last_turn else turns)
+
+        return await self._call(job)
 
     def _require(self) -> Session:
         if self._session is None:

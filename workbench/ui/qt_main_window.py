@@ -48,6 +48,7 @@ from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog
 from workbench.ui.runs.qt_runs_page import QtRunsPage
 from workbench.ui.settings.qt_settings_page import QtSettingsPage
 from workbench.ui.tasks import Tasks
+from workbench.ui.telemetry.qt_cache_sizing import QtCacheSizing
 from workbench.ui.telemetry.qt_expert_map import QtExpertMap
 from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
 from workbench.ui.ui_collector import TICK_MS as COLLECT_TICK_MS
@@ -124,13 +125,17 @@ class QtMainWindow(QMainWindow):
         self.telemetry_dock = self._dock("Live telemetry", "telemetryDock", self.telemetry)
         self.expert_map = QtExpertMap()
         self.expert_dock = self._dock("Expert activity", "expertActivityDock", self.expert_map)
+        self.cache_sizing = QtCacheSizing()
+        self.cache_sizing.set_model(None)
+        self.cache_dock = self._dock("Cache sizing", "cacheSizingDock", self.cache_sizing)
         self.settings_page = QtSettingsPage(config, db.call)
         self.settings_dock = self._dock("Settings", "settingsDock", self.settings_page)
         self.runs_page = QtRunsPage(db.call, config, data=self.data)
         self.runs_dock = self._dock("Runs", "runsDock", self.runs_page)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.telemetry_dock)
         self.tabifyDockWidget(self.telemetry_dock, self.expert_dock)
-        self.tabifyDockWidget(self.expert_dock, self.settings_dock)
+        self.tabifyDockWidget(self.expert_dock, self.cache_dock)
+        self.tabifyDockWidget(self.cache_dock, self.settings_dock)
         self.tabifyDockWidget(self.settings_dock, self.runs_dock)
         self.telemetry_dock.raise_()  # live telemetry is the tab in front while chatting
         self.resizeDocks([self.telemetry_dock], [620], Qt.Orientation.Horizontal)
@@ -141,11 +146,11 @@ class QtMainWindow(QMainWindow):
             bridge, db, self.chat_view, self.composer, self.telemetry, self.status, config,
             on_conversations_changed=lambda: self.tasks.spawn(
                 self.conversations.refresh(), name="refresh-list"),
-            on_turn_finished=self._refresh_runs, expert_map=self.expert_map,
+            on_turn_finished=self._turn_finished, expert_map=self.expert_map,
             show_error=self.notice.show_error,
         )
         self.conversations = ConversationsController(
-            db, self.conversation_list, self.notice, self.chat.open_conversation,
+            db, self.conversation_list, self.notice, self._open_conversation,
             lambda: self.chat.conversation_id, self.tasks.spawn, self,
         )
         db.on_fault = self._store_fault
@@ -204,6 +209,7 @@ class QtMainWindow(QMainWindow):
         view_menu = self.menuBar().addMenu("&View")
         view_menu.addAction(self.telemetry_dock.toggleViewAction())
         view_menu.addAction(self.expert_dock.toggleViewAction())
+        view_menu.addAction(self.cache_dock.toggleViewAction())
         # "Show", not a toggle: a dock behind another tab is open but unseen, and a toggle
         # would close it instead of bringing it to the front.
         self._action(view_menu, "&Settings", "Ctrl+,", lambda: self.show_dock(self.settings_dock))
@@ -211,6 +217,8 @@ class QtMainWindow(QMainWindow):
         tools_menu = self.menuBar().addMenu("&Tools")
         self._action(tools_menu, "Bench &matrix…", "",
                      lambda: spawn(self.open_bench_matrix(), name="bench-matrix"))
+        self._action(tools_menu, "Save route &trace of the last answer", "",
+                     lambda: spawn(self.save_route_trace(), name="route-trace"))
 
     def _action(self, menu, text: str, shortcut: str, slot) -> QAction:
         action = menu.addAction(text)
@@ -240,6 +248,39 @@ class QtMainWindow(QMainWindow):
     async def open_bench_matrix(self) -> QtMatrixDialog:
         self.show_dock(self.runs_dock)  # the matrix's runs land in this list when it finishes
         return await self.runs_page.open_matrix_dialog()
+
+    async def _open_conversation(self, conversation_id: int | None) -> None:
+        await self.chat.open_conversation(conversation_id)
+        if self.bridge.loaded:
+            self.cache_sizing.request(self._conversation_routes)  # its routing, if any
+
+    def _turn_finished(self) -> None:
+        self._refresh_runs()
+        self.cache_sizing.request(self._conversation_routes)
+
+    async def _conversation_routes(self, last_turn: bool = False):
+        cid = self.chat.conversation_id
+        return await self.bridge.route_trace(None if cid is None else str(cid), last_turn)
+
+    async def save_route_trace(self) -> Path | None:
+        """Write the last answer's routing as a route trace into the data directory (for
+        `workbench replay`), off the UI thread; the notice bar says where, or why not."""
+        from workbench.ui.route_trace_files import save_trace
+
+        trace = await self._conversation_routes(last_turn=True) if self.bridge.loaded else None
+        if trace is None or not trace.loads:
+            self.notice.show_error("No routing to save: route traces need a model opened with "
+                                   "expert streaming, and an answer in this conversation.")
+            return None
+        try:
+            path = await asyncio.get_running_loop().run_in_executor(
+                None, save_trace, self.data, trace)
+        except OSError as exc:
+            self.notice.show_error(f"The route trace was not saved: {exc}")
+            return None
+        self.notice.show_info(f"Saved the route trace {path}; replay it with "
+                              f"`workbench replay {path}`.")
+        return path
 
     def _refresh_runs(self) -> None:
         # Same name as the page's own filter refresh: the latest listing wins.
@@ -313,6 +354,7 @@ class QtMainWindow(QMainWindow):
         self.config = model.config
         shared_pacer().target_share = ui_share_target(model.config.n_threads)
         self.chat.model_ready(model)
+        self.cache_sizing.set_model(model)
         self._show_config(model.config)
         self.status.set_model(f"{model.name} · {model.arch} · {model.n_ctx} context · "
                               f"loaded in {model.load_seconds:.1f} s")

@@ -1,0 +1,130 @@
+"""`python -m workbench replay TRACE`: what other cache sizes, Belady's optimum, dropping and a
+smaller top-k would have done on a recorded route trace (`chat --route-trace FILE`)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from workbench.moe.replay import MIB, ReplayReport, WhatIf
+
+
+def add_replay_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("replay", help="replay a route trace: cache sizes, Belady, dropping")
+    p.add_argument("trace", metavar="TRACE", help="a route trace (chat --route-trace FILE)")
+    p.add_argument("--cache-mb", metavar="A,B,C", nargs="+", action="extend", default=[],
+                   help="expert cache budgets to simulate, MiB (comma- or space-separated); "
+                        "default: the recorded budget and 1/8 ... 8/8 of every expert")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="also draw hit rate against cache size into this PNG")
+    p.set_defaults(run=run_replay)
+
+
+def parse_budgets(values: list[str]) -> list[int]:
+    out: list[int] = []
+    for value in values:
+        for part in value.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                mib = float(part)
+            except ValueError:
+                raise ValueError(f"--cache-mb: {part!r} is not a number of MiB "
+                                 "(for example --cache-mb 64,128,512)") from None
+            if not mib > 0 or math.isinf(mib):
+                raise ValueError(f"--cache-mb: {part!r} must be a positive number of MiB")
+            out.append(int(mib * MIB))
+    return sorted(set(out))
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    from workbench.atomic_write import OutputFileError, check_output_path
+    from workbench.moe.replay import default_budgets, recorded_hit_pct, replay
+    from workbench.moe.route_trace import read_trace
+
+    try:
+        budgets = parse_budgets(args.cache_mb)
+        if args.plot:
+            check_output_path(args.plot)  # before the replay, not after it
+        trace = read_trace(args.trace)
+    except (ValueError, OutputFileError) as exc:  # RouteTraceError is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    meta = trace.meta
+    if not trace.loads:
+        print(f"error: {args.trace} holds no routing (was anything generated while it was "
+              "recorded?)", file=sys.stderr)
+        return 1
+    loads = [(t.turn, t.load) for t in trace.loads]
+    total = sum(b * meta.n_expert for b in meta.expert_bytes.values())
+    if not budgets:
+        budgets = default_budgets(total, meta.cache_budget_bytes)
+    report = replay(loads, meta.expert_bytes, meta.n_expert, meta.n_expert_used, budgets)
+    print(format_report(report, trace.meta.model, meta.cache_budget_bytes,
+                        turns=len({t.turn for t in trace.loads})))
+    recorded = recorded_hit_pct(loads)
+    if recorded >= 0:
+        print(f"\nthe engine recorded {recorded:.1f} % hits in this trace (its residency "
+              f"column) at {meta.cache_budget_bytes / MIB:.1f} MiB")
+    if args.plot:
+        from workbench.ui.cache_sizing import curves_from_report
+        from workbench.ui.qt_replay_plot import write_curves_png
+
+        curves_from = curves_from_report(report, meta.cache_budget_bytes)
+        try:
+            write_curves_png(curves_from, args.plot, f"{meta.model}: hit rate vs cache size")
+        except OSError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _pct(value: float) -> str:
+    return "n/a" if value < 0 or math.isnan(value) else f"{value:.1f}"
+
+
+def _mib(value: float) -> str:
+    return "n/a" if value < 0 else f"{value:.2f}"
+
+
+def _what_if(w: WhatIf) -> str:
+    return (f"    {w.name:<10} reads avoided {_pct(w.reads_avoided_pct):>6} %   weight mass "
+            f"dropped {_pct(w.mass_dropped_pct):>6} %   "
+            f"slots dropped {_pct(w.slots_dropped_pct)} %")
+
+
+def format_report(report: ReplayReport, model: str, recorded_budget: int, turns: int) -> str:
+    lines = [
+        f"{model}: {turns} turn(s), {report.decode_tokens} generated tokens, top-k "
+        f"{report.n_expert_used}; every expert {report.total_expert_bytes / MIB:.1f} MiB; "
+        "recorded budget " + (f"{recorded_budget / MIB:.1f} MiB" if recorded_budget >= 0
+                              else "none (no cache)"),
+        f"cliff: one generated token routes {_mib(report.token_demand_bytes / MIB)} MiB of "
+        "experts; an LRU smaller than that hits almost never",
+        "",
+        "hit % counts every lookup (prefill too, as the engine's own counter does); "
+        "gen = while generating",
+        f"{'budget MiB':>11} {'LRU hit%':>9} {'Belady%':>8} {'LRU gen%':>9} {'Bel gen%':>9} "
+        f"{'LRU MiB/tok':>12} {'Bel MiB/tok':>12}",
+    ]
+    for row in report.budgets:
+        lru, bel = row.lru, row.belady
+        lines.append(
+            f"{lru.budget_bytes / MIB:>11.1f} {_pct(lru.hit_pct):>9} {_pct(bel.hit_pct):>8} "
+            f"{_pct(lru.decode_hit_pct):>9} {_pct(bel.decode_hit_pct):>9} "
+            f"{_mib(lru.decode_mib_per_token):>12} {_mib(bel.decode_mib_per_token):>12}")
+    lines += ["", "lossy what-ifs, generated tokens only (reads avoided against the LRU at the "
+              "same budget):"]
+    if not report.has_weights:
+        lines.append("  note: this trace has no router weights (weight = nan), so dropping "
+                     "(which compares each weight with frac/k) cannot be replayed, and the "
+                     "weight mass of a smaller top-k is unknown. Record the trace with a build "
+                     "whose streamer records per-slot weights.")
+    for row in report.budgets:
+        if row.what_ifs:
+            lines.append(f"  at {row.lru.budget_bytes / MIB:.1f} MiB:")
+            lines += [_what_if(w) for w in row.what_ifs]
+    return "\n".join(lines)

@@ -1,0 +1,271 @@
+"""Route trace files: what the router chose, one row per (token, layer, slot), and back.
+
+The format follows the upstream engine's route trace (its §3.8), so the same analyses read both:
+
+    # workbench_route_trace v1
+    # model=<file> arch=<arch> n_layer=<n> n_expert=<n> n_expert_used=<k> cache_budget_bytes=<b>
+    # layer=<il> expert_bytes=<one expert, all projections>   (one line per MoE layer)
+    turn,phase,step,layer,slot,expert,weight,residency,expert_bytes,dropped
+    0,0,0,1,0,5,nan,-1,-1,0
+    ...
+
+`phase` is 0 prefill / 1 decode, `step` the context position of the token, `slot` the router
+rank, `weight` the final applied router weight or `nan` where it was not read, `residency`
+-1 unknown / 0 miss / 1 hit (before the load), `expert_bytes` the bytes this row made the
+engine read (the entry's bytes on the first non-dropped miss of an expert in a load, 0 on other
+rows, -1 where residency is unknown) and `dropped` 1 where the drop policy discarded the slot.
+`cache_budget_bytes` is -1 when the run had no expert cache.
+
+Rows are written load by load (one load = one layer's lookup for one decode token or one prefill
+batch), token-major inside a load. The reader regroups them: a new load starts where the turn,
+phase or layer changes, or, in decode, where the step changes. (A model with a single MoE layer
+therefore reads consecutive prefill batches as one load; nothing else is ambiguous.)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from workbench.atomic_write import AtomicFile
+from workbench.moe.routes import Phase, Residency, RouteLoad
+
+MAGIC = "# workbench_route_trace v1"
+HEADER = "turn,phase,step,layer,slot,expert,weight,residency,expert_bytes,dropped"
+_META_KEYS = ("model", "arch", "n_layer", "n_expert", "n_expert_used", "cache_budget_bytes")
+
+
+class RouteTraceError(ValueError):
+    """A route trace file could not be read; the message names the line and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceMeta:
+    """The preamble: the model, its routing shape, the cache budget of the run."""
+
+    model: str
+    arch: str
+    n_layer: int
+    n_expert: int
+    n_expert_used: int
+    cache_budget_bytes: int  # -1: the run had no expert cache
+    expert_bytes: dict[int, int]  # MoE layer index -> bytes of one expert (all projections)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnLoad:
+    """One layer load and the chat turn it belongs to."""
+
+    turn: int
+    load: RouteLoad
+
+
+@dataclass(slots=True)
+class RouteTrace:
+    meta: TraceMeta
+    loads: list[TurnLoad] = field(default_factory=list)
+
+    @property
+    def has_weights(self) -> bool:
+        """Whether every decode slot carries a router weight (dropping what-ifs need them)."""
+        decode = [t.load.weights for t in self.loads if t.load.phase is Phase.DECODE]
+        return bool(decode) and all(not np.isnan(w).any() for w in decode)
+
+
+# ---- writing ------------------------------------------------------------------------------------
+
+
+def _fmt_weight(w: float) -> str:
+    return "nan" if math.isnan(w) else f"{w:.6g}"
+
+
+def trace_lines(trace: RouteTrace) -> list[str]:
+    m = trace.meta
+    lines = [MAGIC,
+             f"# model={m.model} arch={m.arch} n_layer={m.n_layer} n_expert={m.n_expert} "
+             f"n_expert_used={m.n_expert_used} cache_budget_bytes={m.cache_budget_bytes}"]
+    lines += [f"# layer={il} expert_bytes={b}" for il, b in sorted(m.expert_bytes.items())]
+    lines.append(HEADER)
+    for tl in trace.loads:
+        load = tl.load
+        entry = m.expert_bytes.get(load.layer, -1)
+        counted: set[int] = set()
+        for t in range(load.n_tokens):
+            step = load.first_step + t if load.first_step >= 0 else -1
+            for slot in range(load.top_k):
+                e = int(load.experts[t, slot])
+                res = int(load.residency[t, slot])
+                dropped = bool(load.dropped[t, slot])
+                if res == Residency.UNKNOWN:
+                    read = -1
+                elif res == Residency.MISS and not dropped and e not in counted:
+                    counted.add(e)
+                    read = entry
+                else:
+                    read = 0
+                lines.append(f"{tl.turn},{int(load.phase)},{step},{load.layer},{slot},{e},"
+                             f"{_fmt_weight(float(load.weights[t, slot]))},{res},{read},"
+                             f"{int(dropped)}")
+    return lines
+
+
+def write_trace(path: str | os.PathLike[str], trace: RouteTrace) -> Path:
+    """Write the whole trace atomically (whole or absent); OutputFileError says why not."""
+    with AtomicFile(path, "w", newline="\n") as out:
+        out.write("\n".join(trace_lines(trace)) + "\n")
+    return Path(path)
+
+
+# ---- reading ------------------------------------------------------------------------------------
+
+
+def _fields(line: str, lineno: int, where: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in line.lstrip("#").split():
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise RouteTraceError(f"{where}, line {lineno}: expected key=value pairs, found "
+                                  f"{part!r}. Was the file cut or edited by hand?")
+        out[key] = value
+    return out
+
+
+def _int(value: str, what: str, lineno: int, where: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise RouteTraceError(f"{where}, line {lineno}: {what} should be a whole number, not "
+                              f"{value!r}. Was the file cut or edited by hand?") from None
+
+
+class _LoadBuilder:
+    """Rows of one load, token by token, each token's slots checked to run 0, 1, 2, ..."""
+
+    def __init__(self, key: tuple[int, int, int, int]) -> None:
+        self.key = key  # (turn, phase, layer, decode step or -2)
+        self.tokens: list[list[tuple[int, float, int, bool]]] = []
+        self.steps: list[int] = []
+
+    def add(self, step: int, slot: int, row: tuple[int, float, int, bool], lineno: int,
+            where: str) -> None:
+        if slot == 0:
+            self.tokens.append([])
+            self.steps.append(step)
+        elif not self.tokens or slot != len(self.tokens[-1]):
+            raise RouteTraceError(
+                f"{where}, line {lineno}: slot {slot} follows slot "
+                f"{len(self.tokens[-1]) - 1 if self.tokens else 'none'}; each token's slots "
+                "must run 0, 1, 2, ... Was the file cut or edited by hand?")
+        self.tokens[-1].append(row)
+
+    def build(self) -> list[TurnLoad]:
+        """The load, or, where its tokens route different numbers of slots, one load per run of
+        equal widths (consecutive prefill batches of a model with one MoE layer read as one
+        group; a load's rows are rectangular)."""
+        turn, phase, layer, _ = self.key
+        out: list[TurnLoad] = []
+        start = 0
+        for end in range(1, len(self.tokens) + 1):
+            if end < len(self.tokens) and len(self.tokens[end]) == len(self.tokens[start]):
+                continue
+            rows = self.tokens[start:end]
+            out.append(TurnLoad(turn, RouteLoad(
+                layer=layer, phase=Phase(phase), first_step=self.steps[start],
+                experts=np.array([[r[0] for r in t] for t in rows], dtype=np.int32),
+                weights=np.array([[r[1] for r in t] for t in rows], dtype=np.float32),
+                residency=np.array([[r[2] for r in t] for t in rows], dtype=np.int8),
+                dropped=np.array([[r[3] for r in t] for t in rows], dtype=np.bool_),
+            )))
+            start = end
+        return out
+
+
+def read_trace(path: str | os.PathLike[str]) -> RouteTrace:
+    """Read a route trace; RouteTraceError names the line of anything malformed."""
+    p = Path(path)
+    where = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RouteTraceError(f"{where} does not exist: record one with `workbench chat "
+                              "--route-trace FILE` or the window's Record route trace") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RouteTraceError(f"{where} could not be read as a route trace: {exc}") from None
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != MAGIC:
+        raise RouteTraceError(f"{where}, line 1: not a route trace (the first line should be "
+                              f"{MAGIC!r}). Record one with `workbench chat --route-trace FILE`.")
+    if len(lines) < 2 or not lines[1].startswith("# model="):
+        raise RouteTraceError(f"{where}, line 2: the run line (# model=... arch=...) is missing. "
+                              "Was the file cut or edited by hand?")
+    run = _fields(lines[1], 2, where)
+    missing = [k for k in _META_KEYS if k not in run]
+    if missing:
+        raise RouteTraceError(f"{where}, line 2: the run line lacks {', '.join(missing)}. Was "
+                              "the file cut or edited by hand?")
+    expert_bytes: dict[int, int] = {}
+    i = 2
+    while i < len(lines) and lines[i].startswith("# layer="):
+        f = _fields(lines[i], i + 1, where)
+        if "expert_bytes" not in f:
+            raise RouteTraceError(f"{where}, line {i + 1}: a layer line needs expert_bytes=.")
+        il = _int(f["layer"], "layer", i + 1, where)
+        expert_bytes[il] = _int(f["expert_bytes"], "expert_bytes", i + 1, where)
+        i += 1
+    if i >= len(lines) or lines[i].strip() != HEADER:
+        raise RouteTraceError(f"{where}, line {i + 1}: expected the column header {HEADER!r}. "
+                              "Was the file cut or edited by hand?")
+    meta = TraceMeta(
+        model=run["model"], arch=run["arch"],
+        n_layer=_int(run["n_layer"], "n_layer", 2, where),
+        n_expert=_int(run["n_expert"], "n_expert", 2, where),
+        n_expert_used=_int(run["n_expert_used"], "n_expert_used", 2, where),
+        cache_budget_bytes=_int(run["cache_budget_bytes"], "cache_budget_bytes", 2, where),
+        expert_bytes=expert_bytes,
+    )
+    trace = RouteTrace(meta)
+    current: _LoadBuilder | None = None
+    for idx in range(i + 1, len(lines)):
+        lineno = idx + 1
+        line = lines[idx]
+        if not line.strip():
+            continue
+        cols = line.split(",")
+        if len(cols) != 10:
+            raise RouteTraceError(f"{where}, line {lineno}: {len(cols)} columns where the header "
+                                  "has 10. Was the file cut or edited by hand?")
+        turn, phase, step, layer, slot, expert = (
+            _int(c, name, lineno, where) for c, name in
+            zip(cols[:6], ("turn", "phase", "step", "layer", "slot", "expert"), strict=True))
+        try:
+            weight = float(cols[6])
+        except ValueError:
+            raise RouteTraceError(f"{where}, line {lineno}: weight {cols[6]!r} is not a number "
+                                  "(nan where not read).") from None
+        residency = _int(cols[7], "residency", lineno, where)
+        dropped = _int(cols[9], "dropped", lineno, where)
+        _int(cols[8], "expert_bytes", lineno, where)
+        if phase not in (0, 1) or residency not in (-1, 0, 1) or dropped not in (0, 1):
+            raise RouteTraceError(f"{where}, line {lineno}: phase must be 0/1, residency -1/0/1 "
+                                  "and dropped 0/1. Was the file cut or edited by hand?")
+        if layer not in expert_bytes:
+            raise RouteTraceError(f"{where}, line {lineno}: layer {layer} has no `# layer=` line "
+                                  "in the preamble, so its expert size is unknown.")
+        if not 0 <= expert < meta.n_expert:
+            raise RouteTraceError(f"{where}, line {lineno}: expert {expert} is out of range "
+                                  f"(the model has {meta.n_expert}).")
+        key = (turn, phase, layer, step if phase == Phase.DECODE else -2)
+        if current is None or current.key != key or (slot == 0 and phase == Phase.PREFILL
+                                                     and current.steps
+                                                     and step <= current.steps[-1]):
+            if current is not None:
+                trace.loads.extend(current.build())
+            current = _LoadBuilder(key)
+        current.add(step, slot, (expert, weight, residency, bool(dropped)), lineno, where)
+    if current is not None:
+        trace.loads.extend(current.build())
+    return trace
