@@ -350,6 +350,7 @@ class Session:
         think = request.think if request.think is not None else self.config.think
         prompt = self._prompts.build(self.history, request.text, think=think,
                                      system_prompt=self.config.system_prompt)
+        self._prompts.extend(prompt, request.continue_from)
         if len(prompt.tokens) + n_predict > self.n_ctx:
             return _rejected(
                 f"The conversation needs {len(prompt.tokens)} prompt tokens plus {n_predict} "

@@ -63,6 +63,12 @@ _DOCK_FEATURES = (QDockWidget.DockWidgetFeature.DockWidgetMovable
                   | QDockWidget.DockWidgetFeature.DockWidgetClosable)
 
 
+def _sentence(text: str) -> str:
+    """A warning as a sentence of the notice (the CLI's read "warning: ...")."""
+    text = text.strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
 def _initial_size() -> QSize:
     """The default size, shrunk to the primary screen's free area: a 1440 x 900 window on a
     1280 x 720 screen would open past its edges. (The layout keeps it at least its minimum.)"""
@@ -324,7 +330,9 @@ class QtMainWindow(QMainWindow):
         else:
             self.composer.set_think_control("none", "raw text: no chat template", False)
             self.composer.think.setChecked(False)
-        if "synthetic" in model.name.lower():
+        if model.warnings:  # the settings work, but badly (the expert cache cliff): say so
+            self.notice.show_error(" ".join(_sentence(w) for w in model.warnings))
+        elif "synthetic" in model.name.lower():
             self.notice.show_info("This is a synthetic MoE with random weights: it exercises "
                                   "expert streaming, and its text is noise.")
         elif self.notice.kind == "error":
