@@ -246,6 +246,30 @@ class ChatController:
         self.path.append(answer)
         await self._generate(text, answer, history)
 
+    async def continue_answer(self, answer_id: int) -> None:
+        """Continue: generate on from the end of an answer cut short by the token limit or by
+        Stop, appending to the same message (the engine's KV memory still holds its tokens)."""
+        if self.generating or self.model is None:
+            return
+        index = next((i for i, m in enumerate(self.path) if m.id == answer_id), -1)
+        if index < 1:
+            return
+        if index != len(self.path) - 1:
+            self.show_error("Only the last answer of the conversation can be continued; "
+                            "Regenerate makes a new version of this one.")
+            return
+        answer, user = self.path[index], self.path[index - 1]
+        history = model_history(self.path[: index - 1])
+        self._begin_answer()
+        try:
+            await self.db.call(lambda s: s.update_message(answer_id, status="streaming"))
+        except Exception as exc:
+            log.exception("marking the answer as streaming failed")
+            self._end_answer()
+            self.show_error(f"The answer could not be continued ({exc}); it is unchanged.")
+            return
+        await self._generate(user.content, answer, history, continue_from=answer.content)
+
     # ---- the draft's cost ------------------------------------------------------------------------
 
     def draft_changed(self, text: str) -> None:
@@ -302,7 +326,8 @@ class ChatController:
     def _tail_id(self) -> int | None:
         return self.path[-1].id if self.path else None
 
-    async def _generate(self, text: str, answer: Message, history: list[dict[str, str]]) -> None:
+    async def _generate(self, text: str, answer: Message, history: list[dict[str, str]],
+                        continue_from: str = "") -> None:
         assert self.model is not None and self.generating  # _begin_answer() came first
         widget = (self.chat.widget_for(answer.id)
                   or self.chat.append(ShownMessage.from_store(answer)))
@@ -326,7 +351,8 @@ class ChatController:
             run_id = run.id
             request = GenerateRequest(text=text, n_predict=self.config.n_predict,
                                       conversation=str(answer.conversation_id),
-                                      think=self.composer.think.isChecked())
+                                      think=self.composer.think.isChecked(),
+                                      continue_from=continue_from)
             async for event in self.bridge.generate(request, self._stop):
                 if isinstance(event, TokenEvent):
                     self._on_token(event, recorder, widget)
@@ -350,7 +376,14 @@ class ChatController:
             shared_collector().resume()
             shared_pacer().answer_ended()
         assert result is not None
-        await self._finish(answer, widget, recorder, result, run_id, x0)
+        if continue_from and not recorder.rows:
+            # Stopped (or failed) before a new token: the answer stays as it was.
+            result.text = result.text or continue_from
+            if result.summary is None:
+                result.stop_reason = StopReason.STOPPED if result.ok else result.stop_reason
+        await self._finish(answer, widget, recorder, result, run_id, x0,
+                           keep_stats=answer.stats if continue_from and not recorder.rows
+                           else None)
 
     def _on_token(self, event: TokenEvent, recorder: TurnRecorder, widget: Any) -> None:
         if not recorder.rows and not self.stopping:
@@ -387,12 +420,13 @@ class ChatController:
             log.error("saving a streaming answer failed", exc_info=task.exception())
 
     async def _finish(self, answer: Message, widget: Any, recorder: TurnRecorder,
-                      result: GenerateResult, run_id: int | None, x0: int) -> None:
+                      result: GenerateResult, run_id: int | None, x0: int,
+                      keep_stats: MessageStats | None = None) -> None:
         status = _STATUS[result.stop_reason]
         content = result.text or recorder.answer
         reasoning = result.reasoning or recorder.reasoning
-        stats = stats_from_result(result, think_s=recorder.thinking_seconds(),
-                                  n_think=recorder.thinking_tokens)
+        stats = keep_stats or stats_from_result(result, think_s=recorder.thinking_seconds(),
+                                                n_think=recorder.thinking_tokens)
         if run_id is not None and recorder.rows:
             stats = stats.replace(run_id=run_id, x_start=x0)
         error = result.error

@@ -176,6 +176,8 @@ class QtMainWindow(QMainWindow):
             lambda: self.chat.draft_changed(self.composer.prompt.toPlainText()))
         self.composer.stop_requested.connect(self.chat.stop)
         self.chat_view.regenerate_requested.connect(lambda mid: spawn(self.chat.regenerate(mid)))
+        self.chat_view.continue_requested.connect(
+            lambda mid: spawn(self.chat.continue_answer(mid)))
         self.chat_view.edit_submitted.connect(lambda mid, text: spawn(self.chat.edit(mid, text)))
         self.chat_view.version_requested.connect(
             lambda mid: spawn(self.chat.switch_version(mid), name="open-conversation"))
