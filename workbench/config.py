@@ -206,6 +206,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("system_prompt", "str", "", "System prompt", "Chat",
             "Instructions sent as the system message; empty leaves it to the chat template",
             "request", metavar="TEXT", requires=_CHAT),
+    Setting("auto_title", "bool", True, "Automatic titles", "Chat",
+            "The window names a new conversation after its first answer, with a few tokens of "
+            "the loaded model (in the background; a Send cancels it)",
+            "request", requires=_CHAT),
     # Streaming: load-time; inert (and not validated) while streaming is off.
     Setting("moe_stream", "bool", False, "Stream experts", "Streaming",
             "Read each token's routed experts from disk instead of holding them all (MoE only)",
@@ -281,6 +285,7 @@ class Config:
     n_predict: int = _default("n_predict")
     think: bool = _default("think")
     system_prompt: str = _default("system_prompt")
+    auto_title: bool = _default("auto_title")
     moe_stream: bool = _default("moe_stream")
     cache_mb: int = _default("cache_mb")
     cache_auto: bool = _default("cache_auto")

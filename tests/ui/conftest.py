@@ -86,8 +86,10 @@ def run(qtbot: Any, aloop: asyncio.AbstractEventLoop) -> Callable[..., Any]:
 def model_config(embedded_model_path: Path) -> Any:
     from workbench.config import Config
 
+    # No automatic titles: a background title turn would race the tests' checks of the
+    # engine's state (tests/ui/test_auto_titles.py turns them on).
     return Config().replace(model=str(embedded_model_path), n_threads=2, n_ctx=512,
-                            n_predict=16)
+                            n_predict=16, auto_title=False)
 
 
 @pytest.fixture

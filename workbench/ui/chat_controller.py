@@ -23,6 +23,7 @@ from workbench.engine.requests import (
 )
 from workbench.store import Message, MessageStats
 from workbench.ui.bridge import EngineBridge, LoadedModel
+from workbench.ui.chat import auto_title
 from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
@@ -46,7 +47,6 @@ log = logging.getLogger("workbench.ui")
 _STATUS = {StopReason.EOS: "complete", StopReason.LENGTH: "complete",
            StopReason.STOPPED: "stopped", StopReason.ERROR: "error",
            StopReason.REJECTED: "rejected"}
-TITLE_CHARS = 60
 FORECAST_DELAY_S = 0.3  # a pause in typing this long updates the draft's cost
 YIELD_S = 0.001  # a pause that lets due timers and input run between two steps of work
 
@@ -76,10 +76,17 @@ class ChatController:
         self._writes: set[asyncio.Task[Any]] = set()  # throttled saves in flight
         self._forecast_task: asyncio.Task[None] | None = None
         self._stop = threading.Event()  # this answer's Stop, for the engine before it starts
+        # The automatic title being generated (one at a time), and its own Stop.
+        self._title_task: asyncio.Task[None] | None = None
+        self._title_stop = threading.Event()
+        self.titles_done = 0  # title turns ended, named or not (tests wait on it)
+        self.titles_cancelled = 0
 
     # ---- model --------------------------------------------------------------------------------
 
     def model_ready(self, model: LoadedModel | None) -> None:
+        if model is None:
+            self._stop_title()  # the model is going: its title turn with it
         self.model = model
         if self.expert_map is not None:
             self.expert_map.set_model(model)
@@ -329,6 +336,7 @@ class ChatController:
     async def _generate(self, text: str, answer: Message, history: list[dict[str, str]],
                         continue_from: str = "") -> None:
         assert self.model is not None and self.generating  # _begin_answer() came first
+        await self.cancel_title()  # the engine is this answer's: a title is not worth a wait
         widget = (self.chat.widget_for(answer.id)
                   or self.chat.append(ShownMessage.from_store(answer)))
         widget.begin_stream()
@@ -478,6 +486,63 @@ class ChatController:
         self.turns_done += 1
         self.on_conversations_changed()
         self.on_turn_finished()
+        if status == "complete" and len(self.path) == 2 and self._wants_title():
+            self._start_title(saved.conversation_id, self.path[0].content, saved.content)
+
+    # ---- automatic titles ---------------------------------------------------------------------
+
+    def _wants_title(self) -> bool:
+        return (self.model is not None and self.model.chat_mode and self.config.auto_title
+                and (self._title_task is None or self._title_task.done()))
+
+    def _start_title(self, conversation_id: int, question: str, answer: str) -> None:
+        self._title_stop = threading.Event()
+        self._title_task = asyncio.get_running_loop().create_task(
+            self._make_title(conversation_id, question, answer, self._title_stop))
+
+    async def _make_title(self, conversation_id: int, question: str, answer: str,
+                          stop: threading.Event) -> None:
+        """One short turn outside every conversation; the title replaces the placeholder unless
+        the user renamed the conversation meanwhile."""
+        result: GenerateResult | None = None
+        try:
+            await self.bridge.set_history([])
+            request = GenerateRequest(text=auto_title.title_prompt(question, answer),
+                                      n_predict=auto_title.TITLE_TOKENS, think=False)
+            async for event in self.bridge.generate(request, stop):
+                if isinstance(event, GenerateResult):
+                    result = event
+            if result is None or result.stopped or not result.ok:
+                self.titles_cancelled += result is not None and result.stopped
+                return
+            title = auto_title.clean_title(result.text)
+            placeholder = auto_title.placeholder_title(question)
+
+            def rename(store: Any) -> bool:
+                if not title or store.get_conversation(conversation_id).title != placeholder:
+                    return False
+                store.rename_conversation(conversation_id, title)
+                return True
+
+            if await self.db.call(rename):
+                self.on_conversations_changed()
+        except Exception:  # a title is a nicety: the placeholder stays, the chat goes on
+            log.warning("the automatic title failed", exc_info=True)
+        finally:
+            self.titles_done += 1
+
+    def _stop_title(self) -> None:
+        if self._title_task is not None and not self._title_task.done():
+            self._title_stop.set()  # before the engine starts it...
+            self.bridge.cancel()  # ...or while it runs
+
+    async def cancel_title(self) -> None:
+        """Stop the title turn, if one runs, and wait the decode step it takes to end."""
+        task = self._title_task
+        if task is None or task.done():
+            return
+        self._stop_title()
+        await asyncio.gather(task, return_exceptions=True)
 
     async def _kv_used(self) -> int:
         try:
@@ -509,7 +574,7 @@ def _store_user_message(store: Any, conversation_id: int | None, parent: int | N
                         text: str) -> Message:
     """The user's message, in a new conversation when there is none yet."""
     if conversation_id is None:
-        conversation_id = store.create_conversation(" ".join(text.split())[:TITLE_CHARS]).id
+        conversation_id = store.create_conversation(auto_title.placeholder_title(text)).id
     return store.add_message(conversation_id, parent, "user", text)
 
 

@@ -548,6 +548,7 @@ class QtMainWindow(QMainWindow):
         """Stop any answer, let the final save land, free the model, close the database."""
         self.bridge.cancel()
         self.bridge.cancel_open()
+        await self.chat.cancel_title()
         # The window's own first: the stopped answer's final save is one of its tasks, and a
         # finished turn spawns a runs refresh on the runs page. All of them use the database.
         for tasks in (self.tasks, self.settings_page.tasks, self.runs_page.tasks):
