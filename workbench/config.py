@@ -207,8 +207,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Instructions sent as the system message; empty leaves it to the chat template",
             "request", metavar="TEXT", requires=_CHAT),
     Setting("auto_title", "bool", True, "Automatic titles", "Chat",
-            "The window names a new conversation after its first answer, with a few tokens of "
-            "the loaded model (in the background; a Send cancels it)",
+            "The window has the model name a new conversation after its first answer",
             "request", requires=_CHAT),
     # Streaming: load-time; inert (and not validated) while streaming is off.
     Setting("moe_stream", "bool", False, "Stream experts", "Streaming",
