@@ -51,9 +51,14 @@ def add_bench_ui_parser(bench: argparse.ArgumentParser) -> None:
 
 
 def run_window_cmd(args: argparse.Namespace) -> int:
+    from workbench import paths
     from workbench.ui.qt_app import run_window
+    from workbench.ui.window_memory import load_memory, startup_config
 
-    return run_window(config_from_args(args, Config()), sends=args.send, quit_after=args.quit)
+    # The last model and its settings (the defaults when its file has gone: the window says
+    # so); the flags typed now win over them.
+    base = startup_config(load_memory(paths.data_dir())).config
+    return run_window(config_from_args(args, base), sends=args.send, quit_after=args.quit)
 
 
 def run_screenshot_cmd(args: argparse.Namespace) -> int:

@@ -14,9 +14,10 @@ import asyncio
 import gc
 from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QAction,
+    QActionGroup,
     QCloseEvent,
     QDragEnterEvent,
     QDropEvent,
@@ -44,6 +45,7 @@ from workbench.ui.models.qt_model_picker import QtModelPicker
 from workbench.ui.models.recent import add_recent, recent_file
 from workbench.ui.qt_notice_bar import QtNoticeBar
 from workbench.ui.qt_status_bar import QtStatusBar
+from workbench.ui.qt_theme import apply_theme, plot_colours
 from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog
 from workbench.ui.runs.qt_runs_page import QtRunsPage
 from workbench.ui.settings.qt_settings_page import QtSettingsPage
@@ -53,6 +55,13 @@ from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
 from workbench.ui.ui_collector import TICK_MS as COLLECT_TICK_MS
 from workbench.ui.ui_collector import shared_collector
 from workbench.ui.ui_pacer import shared_pacer, ui_share_target
+from workbench.ui.window_memory import (
+    THEMES,
+    WindowMemory,
+    load_memory,
+    save_memory,
+    startup_config,
+)
 
 SHUTDOWN_GRACE_S = 10.0
 CHAT_MIN_WIDTH = 300  # px: a message line still holds a few words
@@ -155,10 +164,17 @@ class QtMainWindow(QMainWindow):
             lambda: self.chat.conversation_id, self.tasks.spawn, self,
         )
         db.on_fault = self._store_fault
+        # What the last window on this data directory left (window_memory.py): its layout and
+        # theme now, its conversation and model once start() runs.
+        self.memory = load_memory(self.data)
+        self._memory_taken = False
         self._connect()
         self._build_menus()
         self.setAcceptDrops(True)
         self.chat.model_ready(None)
+        self.set_theme(self.memory.theme)
+        QGuiApplication.styleHints().colorSchemeChanged.connect(self._scheme_changed)
+        self._restore_layout()
 
     def _dock(self, title: str, name: str, widget: QWidget) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -216,6 +232,15 @@ class QtMainWindow(QMainWindow):
         # would close it instead of bringing it to the front.
         self._action(view_menu, "&Settings", "Ctrl+,", lambda: self.show_dock(self.settings_dock))
         self._action(view_menu, "&Runs", "", lambda: self.show_dock(self.runs_dock))
+        theme_menu = view_menu.addMenu("&Theme")
+        self._theme_actions: dict[str, QAction] = {}
+        group = QActionGroup(self)
+        for choice, text in zip(THEMES, ("Follow the &system", "&Light", "&Dark"), strict=True):
+            action = theme_menu.addAction(text)
+            action.setCheckable(True)
+            action.triggered.connect(lambda _=False, c=choice: self.set_theme(c))
+            group.addAction(action)
+            self._theme_actions[choice] = action
         tools_menu = self.menuBar().addMenu("&Tools")
         self._action(tools_menu, "Bench &matrix…", "",
                      lambda: spawn(self.open_bench_matrix(), name="bench-matrix"))
@@ -256,15 +281,64 @@ class QtMainWindow(QMainWindow):
     # ---- start, models ------------------------------------------------------------------------
 
     async def start(self, load_model: bool = True) -> None:
-        """Fill the conversation list, then load the configured model (the bundled default when
-        none is set) so the window is ready to chat."""
+        """Fill the conversation list and open the conversation the last window had open, then
+        load the configured model (the bundled default when none is set) so the window is
+        ready to chat."""
         self._show_store_state()
         await self.conversations.refresh()
+        last = self.memory.conversation_id
+        if last is not None and last in self.conversation_list.ids():
+            await self.conversations.open(last)
         # The pages fill in the background, each showing its own failure.
         self.settings_page.tasks.spawn(self.settings_page.start(), name="presets")
         self._refresh_runs()
         if load_model:
             await self.load_model(self.config)
+            # The remembered model has gone (the CLI started from the defaults instead).
+            vanished = startup_config(self.memory).notice
+            if vanished and not self.config.model:
+                self.notice.show_info(vanished)
+
+    # ---- what the window remembers --------------------------------------------------------
+
+    def set_theme(self, choice: str) -> None:
+        """Light, dark, or the desktop's scheme; the plots follow."""
+        self.theme = choice
+        self.resolved_theme = apply_theme(choice)
+        self.telemetry.set_colours(plot_colours())
+        self.expert_map.set_colours(plot_colours())
+        self._theme_actions[choice].setChecked(True)
+        self.memory.theme = choice
+
+    def _scheme_changed(self, *_: object) -> None:
+        if self.theme == "system":
+            self.set_theme("system")
+
+    def _restore_layout(self) -> None:
+        geometry = WindowMemory.decode(self.memory.geometry)
+        if geometry:
+            self.restoreGeometry(QByteArray(geometry))
+        state = WindowMemory.decode(self.memory.dock_state)
+        if state:
+            self.restoreState(QByteArray(state))
+
+    def _take_memory(self) -> WindowMemory:
+        """The window as it is now (read while its widgets exist, written off the UI thread)."""
+        memory = self.memory
+        if not self._memory_taken:
+            memory.geometry = WindowMemory.encode(bytes(self.saveGeometry().data()))
+            memory.dock_state = WindowMemory.encode(bytes(self.saveState().data()))
+            memory.conversation_id = self.chat.conversation_id
+            memory.theme = self.theme
+            self._memory_taken = True
+        return memory
+
+    async def _save_memory(self, memory: WindowMemory) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, save_memory, self.data,
+                                                             memory)
+        except OSError as exc:  # the next start opens as a first one; nothing else is lost
+            self.notice.show_error(f"The window's layout and last model were not saved: {exc}")
 
     async def pick_model(self, preselect: str | None = None) -> None:
         picker = QtModelPicker(self.config, self, preselect=preselect,
@@ -341,6 +415,9 @@ class QtMainWindow(QMainWindow):
             self.notice.dismiss()
         if model.config.model:
             self.tasks.spawn(self._remember(model.config.model))
+        # The next start opens this model with these settings (saved now: a crash keeps it).
+        self.memory.settings = model.config.to_dict()
+        self.tasks.spawn(self._save_memory(self.memory), name="window-memory")
 
     async def _remember(self, model: str) -> None:
         recent = recent_file(self.data)
@@ -540,6 +617,7 @@ class QtMainWindow(QMainWindow):
         super().keyPressEvent(event)
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self._take_memory()
         self.closed.set()
         self.closing.emit()
         super().closeEvent(event)
@@ -549,6 +627,7 @@ class QtMainWindow(QMainWindow):
         self.bridge.cancel()
         self.bridge.cancel_open()
         await self.chat.cancel_title()
+        await self._save_memory(self._take_memory())
         # The window's own first: the stopped answer's final save is one of its tasks, and a
         # finished turn spawns a runs refresh on the runs page. All of them use the database.
         for tasks in (self.tasks, self.settings_page.tasks, self.runs_page.tasks):

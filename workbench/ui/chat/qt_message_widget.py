@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPaintEvent
+from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -39,6 +39,7 @@ from workbench.ui.ui_pacer import shared_pacer
 RENDER_MS = 100  # streaming text is laid out at most 10 times a second...
 MAX_RENDER_S = 0.75  # ...and at least every 0.75 s, however busy the cores (ui_pacer.py)
 _USER_TINT = QColor("#eef3fb")
+_USER_TINT_DARK = QColor("#2b3442")  # the same blue-grey, for a dark palette
 _ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 _BADGES = {"stopped": "stopped", "interrupted": "interrupted", "error": "failed",
            "rejected": "not sent", "streaming": ""}
@@ -162,7 +163,8 @@ class QtMessageWidget(QFrame):
             painter = QPainter(self)
             painter.setRenderHint(QPainter.RenderHint.Antialiasing)
             painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(_USER_TINT)
+            dark = self.palette().color(QPalette.ColorRole.Window).lightness() < 128
+            painter.setBrush(_USER_TINT_DARK if dark else _USER_TINT)
             painter.drawRoundedRect(self.rect(), 6, 6)
         super().paintEvent(event)
 
