@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from workbench.config import Config
@@ -23,7 +23,7 @@ from workbench.engine.requests import (
 )
 from workbench.store import Message, MessageStats
 from workbench.ui.bridge import EngineBridge, LoadedModel
-from workbench.ui.chat import auto_title
+from workbench.ui.chat import auto_title, conversation_settings
 from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
@@ -59,6 +59,7 @@ class ChatController:
         on_turn_finished: Callable[[], None] = lambda: None,
         expert_map: QtExpertMap | None = None,
         show_error: Callable[[str], None] = lambda text: None,
+        use_settings: Callable[[int | None, dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
         self.bridge, self.db, self.chat, self.composer = bridge, db, chat, composer
         self.telemetry, self.status, self.config = telemetry, status, config
@@ -66,6 +67,9 @@ class ChatController:
         self.on_turn_finished = on_turn_finished  # a new run is stored (the runs list shows it)
         self.expert_map = expert_map
         self.show_error = show_error  # the window's notice bar: what went wrong, what to do
+        # The window applies a conversation's own settings (or, for a new one, the global
+        # ones) as it opens: (conversation id or None, its stored settings).
+        self.use_settings = use_settings
         self.model: LoadedModel | None = None
         self.conversation_id: int | None = None
         self.path: list[Message] = []
@@ -126,8 +130,13 @@ class ChatController:
             self.chat.show_messages([])
             self.telemetry.clear()
             self._show_gauge(0)
+            if self.use_settings is not None:
+                await self.use_settings(None, {})
             return
         shown, path = await self.db.call(lambda s: _load_recovered(s, conversation_id))
+        if self.use_settings is not None:
+            stored = await self.db.call(lambda s: s.conversation_settings(conversation_id))
+            await self.use_settings(conversation_id, stored)
         self.path = path
         self.chat.show_messages(shown)
         # Not this window's (it is not generating): another live window is writing it now.
@@ -443,10 +452,13 @@ class ChatController:
         # Every row again, not only those the partial saves did not take: a partial save may
         # have failed, and rewriting a row is idempotent (the table keys it by turn and step).
         rows, summary = list(recorder.rows), result.summary
+        used = conversation_settings.settings_of(self.config)
 
         def save(store: Any) -> Message:
             store.update_message(answer.id, content=content, reasoning=reasoning, status=status,
                                  stats=stats, error=error)
+            # What this conversation was last used with: it opens with these next time.
+            store.set_conversation_settings(answer.conversation_id, used)
             if run_id is not None:
                 if rows:
                     store.add_token_rows(run_id, rows)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, Signal
@@ -35,8 +36,13 @@ from workbench.engine.requests import SessionError
 from workbench.store import StoreFault
 from workbench.ui import store_notices
 from workbench.ui.bridge import EngineBridge, LoadCancelled, LoadedModel
+from workbench.ui.chat import conversation_settings
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
+from workbench.ui.chat.qt_conversation_header import (
+    QtConversationHeader,
+    QtConversationSettingsDialog,
+)
 from workbench.ui.chat_controller import ChatController
 from workbench.ui.conversations.qt_controller import ConversationsController
 from workbench.ui.conversations.qt_conversation_list import QtConversationList
@@ -63,6 +69,7 @@ from workbench.ui.window_memory import (
     startup_config,
 )
 
+log = logging.getLogger("workbench.ui")
 SHUTDOWN_GRACE_S = 10.0
 CHAT_MIN_WIDTH = 300  # px: a message line still holds a few words
 DEFAULT_SIZE = QSize(1440, 900)  # on a smaller screen: the screen's free area (_initial_size)
@@ -99,6 +106,9 @@ class QtMainWindow(QMainWindow):
         self.setWindowTitle("Workbench")
         self.resize(_initial_size())
         self.bridge, self.db, self.config = bridge, db, config
+        # The Settings dock's settings: a new conversation starts from them; one with settings
+        # of its own (conversation_settings.py) runs with those while it is open.
+        self.global_config = config
         self.data = data or paths.data_dir()  # conversations, recent models, bench runs
         # Cycles are collected here, on the UI thread, never on the engine's or the database's
         # (ui_collector.py: a collection there destroyed Qt objects and deadlocked the window).
@@ -125,6 +135,8 @@ class QtMainWindow(QMainWindow):
         column = QVBoxLayout(centre)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)
+        self.conversation_header = QtConversationHeader()
+        column.addWidget(self.conversation_header)
         column.addWidget(self.chat_view, 1)
         column.addWidget(self.store_banner)
         column.addWidget(self.notice)
@@ -157,7 +169,7 @@ class QtMainWindow(QMainWindow):
             on_conversations_changed=lambda: self.tasks.spawn(
                 self.conversations.refresh(), name="refresh-list"),
             on_turn_finished=self._refresh_runs, expert_map=self.expert_map,
-            show_error=self.notice.show_error,
+            show_error=self.notice.show_error, use_settings=self._use_conversation_settings,
         )
         self.conversations = ConversationsController(
             db, self.conversation_list, self.notice, self.chat.open_conversation,
@@ -204,6 +216,8 @@ class QtMainWindow(QMainWindow):
         self.settings_page.applied.connect(
             lambda config, reopen: spawn(self.apply_settings(config, reopen)))
         self.settings_page.rerun_with.connect(lambda config: spawn(self.rerun_with(config)))
+        self.conversation_header.edit_requested.connect(
+            lambda: spawn(self.edit_conversation_settings(), name="conversation-settings"))
         stop = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
         stop.setContext(Qt.ShortcutContext.WindowShortcut)
         stop.activated.connect(self.chat.stop)
@@ -337,8 +351,10 @@ class QtMainWindow(QMainWindow):
         try:
             await asyncio.get_running_loop().run_in_executor(None, save_memory, self.data,
                                                              memory)
-        except OSError as exc:  # the next start opens as a first one; nothing else is lost
-            self.notice.show_error(f"The window's layout and last model were not saved: {exc}")
+        except OSError as exc:
+            # A convenience, not the user's work: the next start opens as a first one. (No
+            # notice: this also runs at shutdown, when the window's widgets may be gone.)
+            log.warning("the window's layout and last model were not remembered: %s", exc)
 
     async def pick_model(self, preselect: str | None = None) -> None:
         picker = QtModelPicker(self.config, self, preselect=preselect,
@@ -432,6 +448,7 @@ class QtMainWindow(QMainWindow):
         if self.settings_page.panel.current != config:
             self.settings_page.set_config(config)
         self.runs_page.set_config(config)
+        self.conversation_header.show_config(config)
 
     # ---- settings -----------------------------------------------------------------------------
 
@@ -446,9 +463,51 @@ class QtMainWindow(QMainWindow):
             ok = await self._apply(config, reopen or self._needs_reopen(config))
         if not ok:
             self.settings_page.set_config(self.config)
+            return ok
+        self.global_config = self.config
+        cid = self.chat.conversation_id
+        if cid is not None:  # the open conversation is used with them from now on
+            await self._keep_conversation_settings(cid)
         return ok
 
-    async def _apply(self, config: Config, reopen: bool) -> bool:
+    # ---- a conversation's own settings ---------------------------------------------------------
+
+    async def _use_conversation_settings(self, conversation_id: int | None,
+                                         stored: dict[str, object]) -> None:
+        """Opening a conversation: run with its own settings (a new one: the global ones)."""
+        source = (conversation_settings.config_for(self.global_config, stored)
+                  if conversation_id is not None else self.global_config)
+        wanted = conversation_settings.settings_of(source)
+        if wanted == conversation_settings.settings_of(self.config):
+            self.conversation_header.show_config(self.config)
+            return
+        async with self._applying:
+            await self._apply(self.config.replace(**wanted), reopen=False, quiet=True)
+
+    async def edit_conversation_settings(self) -> bool:
+        """The header's dialog: this conversation's system prompt and sampling settings."""
+        dialog = QtConversationSettingsDialog(self.config, self)
+        chosen = await dialog.choose()
+        dialog.deleteLater()
+        if chosen is None:
+            return False
+        async with self._applying:
+            ok = await self._apply(self.config.replace(
+                **conversation_settings.settings_of(chosen)), reopen=False)
+        cid = self.chat.conversation_id
+        if ok and cid is not None:
+            await self._keep_conversation_settings(cid)
+        return ok
+
+    async def _keep_conversation_settings(self, conversation_id: int) -> None:
+        used = conversation_settings.settings_of(self.config)
+        try:
+            await self.db.call(lambda s: s.set_conversation_settings(conversation_id, used))
+        except Exception as exc:  # the settings apply all the same; only the memory is behind
+            self.notice.show_error(f"The conversation's settings were not saved ({exc}); they "
+                                   "apply until another conversation is opened.")
+
+    async def _apply(self, config: Config, reopen: bool, quiet: bool = False) -> bool:
         if self.loading:
             self.notice.show_error("A model is loading: wait for it, then apply the settings.")
             return False
@@ -469,7 +528,9 @@ class QtMainWindow(QMainWindow):
         if think_changed and self.composer.think.isEnabled():
             self.composer.think.setChecked(model.config.think)
         self._show_config(model.config)
-        self.status.showMessage("Settings applied: the next answer uses them.", STATUS_NOTE_MS)
+        if not quiet:
+            self.status.showMessage("Settings applied: the next answer uses them.",
+                                    STATUS_NOTE_MS)
         return True
 
     async def rerun_with(self, config: Config) -> bool:
