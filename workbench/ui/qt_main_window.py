@@ -358,7 +358,7 @@ class QtMainWindow(QMainWindow):
 
     async def pick_model(self, preselect: str | None = None) -> None:
         picker = QtModelPicker(self.config, self, preselect=preselect,
-                               recent=recent_file(self.data))
+                               recent=recent_file(self.data), data=self.data)
         config = await picker.choose()
         picker.deleteLater()
         if config is not None:
