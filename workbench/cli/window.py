@@ -36,6 +36,8 @@ def add_screenshot_parser(sub: argparse._SubParsersAction) -> None:
                    help="use the real data directory instead of a temporary one")
     p.add_argument("--front", choices=("telemetry", "experts"), default="telemetry",
                    help="the dock in front on the right: live telemetry or the expert map")
+    p.add_argument("--theme", choices=("light", "dark"), default="light",
+                   help="the window's theme in the picture")
     p.set_defaults(run=run_screenshot_cmd)
 
 
@@ -77,6 +79,7 @@ def run_screenshot_cmd(args: argparse.Namespace) -> int:
         return 1
 
     async def script(window) -> int:
+        window.set_theme(args.theme)
         try:
             await take_screenshot(window, out, SCREENSHOT_CHATS, (args.width, args.height),
                                   args.front)

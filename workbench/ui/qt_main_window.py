@@ -509,7 +509,9 @@ class QtMainWindow(QMainWindow):
 
     async def _apply(self, config: Config, reopen: bool, quiet: bool = False) -> bool:
         if self.loading:
-            self.notice.show_error("A model is loading: wait for it, then apply the settings.")
+            if not quiet:  # a conversation opened meanwhile keeps the settings being loaded
+                self.notice.show_error("A model is loading: wait for it, then apply the "
+                                       "settings.")
             return False
         if reopen:
             return await self.load_model(config, reopening=True) is not None
