@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 
 from workbench.config import Config
 from workbench.ui.chat.conversation_settings import KEYS, summary
-from workbench.ui.qt_elided_label import QtElidedLabel
+from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.settings.qt_settings_panel import QtSettingsPanel
 
 
@@ -26,7 +26,9 @@ class QtConversationHeader(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.label = QtElidedLabel("")
+        # Word-wrapped: a narrow chat column gives it a second line, never a cut.
+        self.label = plain_label()
+        self.label.setWordWrap(True)
         self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.button = QToolButton()
         self.button.setText("Conversation settings…")
