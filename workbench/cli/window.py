@@ -102,8 +102,11 @@ def run_bench_ui_cmd(args: argparse.Namespace) -> int:
     from workbench.ui.bench_ui import bench_script
     from workbench.ui.qt_app import run_window
 
+    # No automatic titles: a title turn after the first answer would run beside the runs
+    # being measured.
     config = config_from_args(args, Config().replace(n_predict=args.tokens,
-                                                     n_ctx=max(1024, args.tokens * 4)))
+                                                     n_ctx=max(1024, args.tokens * 4),
+                                                     auto_title=False))
     with tempfile.TemporaryDirectory(prefix="workbench-bench-") as tmp:
         return run_window(config, script=bench_script(config, args.repeats, print),
                           data=Path(tmp))
