@@ -119,3 +119,25 @@ def test_system_theme_follows_the_desktop_scheme(qtbot, run, data_dir, model_con
     window._scheme_changed()
     assert window.resolved_theme == "light" and window_colour() >= 128
     quit_window(run, window)
+
+
+def test_the_plots_take_the_themes_colours(qtbot, run, data_dir, model_config):
+    from PySide6.QtGui import QColor
+
+    window = window_on(qtbot, run, model_config, load=False)
+    for theme, colours in (("dark", DARK_PLOTS), ("light", LIGHT_PLOTS)):
+        window.set_theme(theme)
+        panel = window.telemetry
+        assert panel.graphics.backgroundBrush().color() == QColor(colours.background)
+        plot = panel.plots["wall"] if "wall" in panel.plots else next(iter(panel.plots.values()))
+        assert plot.getAxis("left").textPen().color() == QColor(colours.foreground)
+        legends = [p.legend for p in panel.plots.values() if p.legend is not None]
+        labels = [label for legend in legends for _, label in legend.items]
+        assert labels and all(QColor(label.opts["color"]) == QColor(colours.foreground)
+                              for label in labels)
+        ink = panel._ink_curves
+        assert ink and all(c.opts["pen"].color() == QColor(colours.ink) for c in ink)
+        assert window.expert_map.graphics.backgroundBrush().color() == QColor(
+            colours.background)
+    quit_window(run, window)
+

@@ -232,7 +232,9 @@ class QtTelemetryPanel(QWidget):
             plot.titleLabel.setText(plot.titleLabel.text, size="9pt", color=colours.foreground)
             if plot.legend is not None:
                 plot.legend.setBrush(pg.mkBrush(*colours.legend))
-                plot.legend.setLabelTextColor(colours.foreground)
+                plot.legend.setLabelTextColor(colours.foreground)  # for labels added later
+                for _, label in plot.legend.items:  # those shown already keep their own
+                    label.setText(label.text, color=colours.foreground)
         for item in self._ink_curves:
             item.setPen(pg.mkPen(colours.ink, width=1.2))
         for _, line in self._turn_lines:
