@@ -169,6 +169,27 @@ SETTINGS: tuple[Setting, ...] = (
             "Sample only among the most likely tokens whose probabilities add up to P",
             "request", unit="", unit_reason="a share of probability, between 0 and 1",
             min=0.0, min_exclusive=True, max=1.0, requires=_GREEDY),
+    Setting("min_p", "float", 0.0, "Min-p", "Sampling",
+            "Drop tokens less likely than P times the likeliest one",
+            "request", unit="", unit_reason="a share of the top token's probability, 0 to 1",
+            min=0.0, max=1.0, special=((0, "off"),), requires=_GREEDY),
+    # Penalties act under greedy too (penalties, then argmax): a repeating greedy answer is
+    # the case users reach for them.
+    Setting("repeat_penalty", "float", 1.0, "Repetition penalty", "Sampling",
+            "Divide the scores of tokens seen in the last N by this (above 1 repeats less)",
+            "request", unit="", unit_reason="a divisor of the model's scores, dimensionless",
+            min=0.0, min_exclusive=True, max=10.0, special=((1, "off"),)),
+    Setting("presence_penalty", "float", 0.0, "Presence penalty", "Sampling",
+            "Subtract this from the score of every token seen in the last N",
+            "request", unit="", unit_reason="an offset on the model's scores, dimensionless",
+            min=-2.0, max=2.0, special=((0, "off"),)),
+    Setting("frequency_penalty", "float", 0.0, "Frequency penalty", "Sampling",
+            "Subtract this times its count from the score of each token seen in the last N",
+            "request", unit="", unit_reason="an offset on the model's scores, dimensionless",
+            min=-2.0, max=2.0, special=((0, "off"),)),
+    Setting("repeat_last_n", "int", 64, "Penalty window", "Sampling",
+            "How many of the latest tokens the penalties look at",
+            "request", unit="tokens", min=0, max=MAX_CTX, special=((0, "penalties off"),)),
     # -1 stands for "random"; llama.cpp reserves 2**32-1 (LLAMA_DEFAULT_SEED) for the same.
     Setting("seed", "int", -1, "Seed", "Sampling",
             "Random seed; the same seed, prompt and settings give the same reply",
@@ -185,6 +206,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("system_prompt", "str", "", "System prompt", "Chat",
             "Instructions sent as the system message; empty leaves it to the chat template",
             "request", metavar="TEXT", requires=_CHAT),
+    Setting("auto_title", "bool", True, "Automatic titles", "Chat",
+            "The window has the model name a new conversation after its first answer",
+            "request", requires=_CHAT),
     # Streaming: load-time; inert (and not validated) while streaming is off.
     Setting("moe_stream", "bool", False, "Stream experts", "Streaming",
             "Read each token's routed experts from disk instead of holding them all (MoE only)",
@@ -254,10 +278,16 @@ class Config:
     temp: float = _default("temp")
     top_k: int = _default("top_k")
     top_p: float = _default("top_p")
+    min_p: float = _default("min_p")
+    repeat_penalty: float = _default("repeat_penalty")
+    presence_penalty: float = _default("presence_penalty")
+    frequency_penalty: float = _default("frequency_penalty")
+    repeat_last_n: int = _default("repeat_last_n")
     seed: int = _default("seed")
     n_predict: int = _default("n_predict")
     think: bool = _default("think")
     system_prompt: str = _default("system_prompt")
+    auto_title: bool = _default("auto_title")
     moe_stream: bool = _default("moe_stream")
     cache_mb: int = _default("cache_mb")
     cache_auto: bool = _default("cache_auto")

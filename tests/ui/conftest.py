@@ -44,6 +44,20 @@ def _sound_qt_binding(request: pytest.FixtureRequest) -> None:
         pytest.fail(problem, pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def _model_search_in_a_temporary_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The model picker searches the usual apps' folders (discovery.py): in tests, those of an
+    empty temporary home, never the machine's (whose models would change what a test sees).
+    Tests that put models there use this fixture's value."""
+    from workbench.ui.models import discovery
+
+    home = tmp_path / "home"
+    real = discovery.default_sources
+    monkeypatch.setattr(discovery, "default_sources",
+                        lambda env=None, home_=None: real({"HOME": str(home)}))
+    return home
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "data"
@@ -86,8 +100,10 @@ def run(qtbot: Any, aloop: asyncio.AbstractEventLoop) -> Callable[..., Any]:
 def model_config(embedded_model_path: Path) -> Any:
     from workbench.config import Config
 
+    # No automatic titles: a background title turn would race the tests' checks of the
+    # engine's state (tests/ui/test_auto_titles.py turns them on).
     return Config().replace(model=str(embedded_model_path), n_threads=2, n_ctx=512,
-                            n_predict=16)
+                            n_predict=16, auto_title=False)
 
 
 @pytest.fixture

@@ -315,16 +315,47 @@ class Context:
         return True
 
 
-class Sampler:
-    """The sampling chain used when temperature > 0: top-k, top-p, temperature, seeded draw."""
+@dataclass(frozen=True, slots=True)
+class Penalties:
+    """llama.cpp's repetition penalties over the last `last_n` generated tokens."""
 
-    def __init__(self, *, temp: float, top_k: int, top_p: float, seed: int) -> None:
+    last_n: int
+    repeat: float = 1.0  # 1 is off
+    presence: float = 0.0  # 0 is off
+    frequency: float = 0.0  # 0 is off
+
+    @property
+    def active(self) -> bool:
+        return self.last_n > 0 and (self.repeat != 1.0 or self.presence != 0.0
+                                    or self.frequency != 0.0)
+
+
+class Sampler:
+    """The sampling chain: penalties (when on), then top-k, top-p, min-p, temperature and a
+    seeded draw when temperature > 0, or the likeliest token (greedy) otherwise.
+
+    Penalties come first, as in llama.cpp's own chain, so they reshape the scores every later
+    step sees; with temperature 0 the chain is penalties + greedy, still reproducible.
+    """
+
+    def __init__(self, *, temp: float, top_k: int, top_p: float, seed: int,
+                 min_p: float = 0.0, penalties: Penalties | None = None,
+                 n_vocab: int = 0) -> None:
         params = ll.llama_sampler_chain_default_params()
         params.no_perf = True
         self.ptr: int | None = ll.llama_sampler_chain_init(params)
+        if penalties is not None and penalties.active:
+            ll.llama_sampler_chain_add(self.ptr, ll.llama_sampler_init_penalties(
+                n_vocab, penalties.last_n, penalties.repeat, penalties.frequency,
+                penalties.presence))
+        if temp <= 0:
+            ll.llama_sampler_chain_add(self.ptr, ll.llama_sampler_init_greedy())
+            return
         if top_k > 0:
             ll.llama_sampler_chain_add(self.ptr, ll.llama_sampler_init_top_k(top_k))
         ll.llama_sampler_chain_add(self.ptr, ll.llama_sampler_init_top_p(top_p, 1))
+        if min_p > 0:
+            ll.llama_sampler_chain_add(self.ptr, ll.llama_sampler_init_min_p(min_p, 1))
         ll.llama_sampler_chain_add(self.ptr, ll.llama_sampler_init_temp(temp))
         ll.llama_sampler_chain_add(
             self.ptr, ll.llama_sampler_init_dist(seed if seed >= 0 else ll.LLAMA_DEFAULT_SEED)

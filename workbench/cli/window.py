@@ -37,6 +37,8 @@ def add_screenshot_parser(sub: argparse._SubParsersAction) -> None:
                    help="use the real data directory instead of a temporary one")
     p.add_argument("--front", choices=("telemetry", "experts"), default="telemetry",
                    help="the dock in front on the right: live telemetry or the expert map")
+    p.add_argument("--theme", choices=("light", "dark"), default="light",
+                   help="the window's theme in the picture")
     p.set_defaults(run=run_screenshot_cmd)
 
 
@@ -52,9 +54,14 @@ def add_bench_ui_parser(bench: argparse.ArgumentParser) -> None:
 
 
 def run_window_cmd(args: argparse.Namespace) -> int:
+    from workbench import paths
     from workbench.ui.qt_app import run_window
+    from workbench.ui.window_memory import load_memory, startup_config
 
-    return run_window(config_from_args(args, Config()), sends=args.send, quit_after=args.quit)
+    # The last model and its settings (the defaults when its file has gone: the window says
+    # so); the flags typed now win over them.
+    base = startup_config(load_memory(paths.data_dir())).config
+    return run_window(config_from_args(args, base), sends=args.send, quit_after=args.quit)
 
 
 def run_screenshot_cmd(args: argparse.Namespace) -> int:
@@ -73,6 +80,7 @@ def run_screenshot_cmd(args: argparse.Namespace) -> int:
         return 1
 
     async def script(window) -> int:
+        window.set_theme(args.theme)
         try:
             await take_screenshot(window, out, SCREENSHOT_CHATS, (args.width, args.height),
                                   args.front)
@@ -96,8 +104,10 @@ def run_bench_ui_cmd(args: argparse.Namespace) -> int:
     from workbench.ui.bench_ui import bench_script
     from workbench.ui.qt_app import run_window
 
+    # No automatic titles: a title turn after the first answer would run beside the runs
+    # being measured.
     config = on_bench_model(config_from_args(args, Config().replace(
-        n_predict=args.tokens, n_ctx=max(1024, args.tokens * 4))))
+        n_predict=args.tokens, n_ctx=max(1024, args.tokens * 4), auto_title=False)))
     with tempfile.TemporaryDirectory(prefix="workbench-bench-") as tmp:
         return run_window(config, script=bench_script(config, args.repeats, print),
                           data=Path(tmp))

@@ -69,6 +69,18 @@ class PromptBuilder:
             parser = parser_for_prompt(detect_reasoning_format(self.template), rendered)
         return Prompt(tokens, rendered, user_message, parser)
 
+    def extend(self, prompt: Prompt, answer_so_far: str) -> None:
+        """Continue: the prompt goes on with an answer's beginning, so the model generates on
+        from its end. Tokenized on its own (no specials parsed: it is model output), as its
+        tokens were fed when they were generated, so the KV memory's copy of them is reused;
+        the parser reads it first, so the answer it builds starts with it."""
+        if not answer_so_far:
+            return
+        prompt.tokens.extend(self.model.tokenize(answer_so_far, add_special=False,
+                                                 parse_special=False))
+        prompt.text += answer_so_far
+        prompt.parser.feed(answer_so_far)
+
     def _raw(self, text: str) -> Prompt:
         tokens = self.model.tokenize(text, add_special=True, parse_special=True)
         return Prompt(tokens, text, None, ReasoningParser(detect_reasoning_format(None)))

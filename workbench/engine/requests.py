@@ -45,6 +45,9 @@ class GenerateRequest:
     # The conversation this turn belongs to (its id in the store): its KV state is kept in the
     # session's pool while others use the context. None: no pool (the CLI's one conversation).
     conversation: str | None = None
+    # Continue: the answer to `text` so far (its raw text, as generated). The turn's prompt ends
+    # with it and the model generates on from its end; the result's text is the whole answer.
+    continue_from: str = ""
 
 
 @dataclass(frozen=True, slots=True)

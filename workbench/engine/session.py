@@ -327,9 +327,15 @@ class Session:
             self._sampler.close()
             self._sampler = None
         cfg = self.config
-        if cfg.temp > 0:
+        penalties = llama.Penalties(last_n=cfg.repeat_last_n, repeat=cfg.repeat_penalty,
+                                    presence=cfg.presence_penalty,
+                                    frequency=cfg.frequency_penalty)
+        # Greedy without penalties stays a bare argmax: no chain, byte-identical as before.
+        if cfg.temp > 0 or penalties.active:
             self._sampler = llama.Sampler(
-                temp=cfg.temp, top_k=cfg.top_k, top_p=cfg.top_p, seed=cfg.seed
+                temp=cfg.temp, top_k=cfg.top_k, top_p=cfg.top_p, seed=cfg.seed,
+                min_p=cfg.min_p, penalties=penalties,
+                n_vocab=self._model.n_vocab if self._model else 0,
             )
 
     def _resolved_settings(self) -> dict[str, object]:
@@ -390,6 +396,7 @@ class Session:
         think = request.think if request.think is not None else self.config.think
         prompt = self._prompts.build(self.history, request.text, think=think,
                                      system_prompt=self.config.system_prompt)
+        self._prompts.extend(prompt, request.continue_from)
         if len(prompt.tokens) + n_predict > self.n_ctx:
             return _rejected(
                 f"The conversation needs {len(prompt.tokens)} prompt tokens plus {n_predict} "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 
@@ -52,6 +53,25 @@ class ConversationOps:
         with transaction(self._db):
             self._touch(conversation_id, "title = ?", (title,))
             return fetch_conversation(self._db, conversation_id)
+
+    def conversation_settings(self, conversation_id: int) -> dict[str, object]:
+        """The settings the conversation was last used with ({} when it has none of its own;
+        also for a value that is not a JSON object, which only another program could write)."""
+        row = self._db.execute("SELECT settings FROM conversations WHERE id = ?",
+                               (conversation_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        try:
+            value = json.loads(row["settings"])
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    def set_conversation_settings(self, conversation_id: int,
+                                  settings: dict[str, object]) -> None:
+        """Not a touch: using a conversation's settings does not reorder the list."""
+        with transaction(self._db):
+            self._set(conversation_id, "settings = ?", (json.dumps(settings, sort_keys=True),))
 
     def list_conversations(self, *, include_deleted: bool = False) -> list[Conversation]:
         """Newest activity first; soft-deleted ones only when asked."""

@@ -115,6 +115,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE messages ADD COLUMN owner TEXT NOT NULL DEFAULT '';
     ALTER TABLE schema_version ADD COLUMN app_version TEXT NOT NULL DEFAULT '';
     """,
+    # 3: the system prompt and sampling settings a conversation was last used with (JSON, by
+    # setting name); '{}' for one that has none of its own and follows the global settings.
+    """
+    ALTER TABLE conversations ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -73,6 +73,8 @@ class LoadedModel:
     load_seconds: float
     run_info: Any  # RunInfo (a plain dataclass, safe to read from any thread once built)
     is_moe: bool
+    # What the user should know about these settings (the expert cache cliff), as the CLI says.
+    warnings: tuple[str, ...] = ()
 
     @property
     def o_direct(self) -> bool:
@@ -353,4 +355,5 @@ def _describe(session: Session) -> LoadedModel:
         load_seconds=session.load_seconds,
         run_info=info,
         is_moe=session.facts.is_moe,
+        warnings=tuple(session.warnings),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from workbench.config import Config
@@ -23,6 +23,7 @@ from workbench.engine.requests import (
 )
 from workbench.store import Message, MessageStats
 from workbench.ui.bridge import EngineBridge, LoadedModel
+from workbench.ui.chat import auto_title, conversation_settings
 from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
@@ -46,7 +47,6 @@ log = logging.getLogger("workbench.ui")
 _STATUS = {StopReason.EOS: "complete", StopReason.LENGTH: "complete",
            StopReason.STOPPED: "stopped", StopReason.ERROR: "error",
            StopReason.REJECTED: "rejected"}
-TITLE_CHARS = 60
 FORECAST_DELAY_S = 0.3  # a pause in typing this long updates the draft's cost
 YIELD_S = 0.001  # a pause that lets due timers and input run between two steps of work
 
@@ -59,6 +59,7 @@ class ChatController:
         on_turn_finished: Callable[[], None] = lambda: None,
         expert_map: QtExpertMap | None = None,
         show_error: Callable[[str], None] = lambda text: None,
+        use_settings: Callable[[int | None, dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
         self.bridge, self.db, self.chat, self.composer = bridge, db, chat, composer
         self.telemetry, self.status, self.config = telemetry, status, config
@@ -66,6 +67,9 @@ class ChatController:
         self.on_turn_finished = on_turn_finished  # a new run is stored (the runs list shows it)
         self.expert_map = expert_map
         self.show_error = show_error  # the window's notice bar: what went wrong, what to do
+        # The window applies a conversation's own settings (or, for a new one, the global
+        # ones) as it opens: (conversation id or None, its stored settings).
+        self.use_settings = use_settings
         self.model: LoadedModel | None = None
         self.conversation_id: int | None = None
         self.path: list[Message] = []
@@ -76,10 +80,17 @@ class ChatController:
         self._writes: set[asyncio.Task[Any]] = set()  # throttled saves in flight
         self._forecast_task: asyncio.Task[None] | None = None
         self._stop = threading.Event()  # this answer's Stop, for the engine before it starts
+        # The automatic title being generated (one at a time), and its own Stop.
+        self._title_task: asyncio.Task[None] | None = None
+        self._title_stop = threading.Event()
+        self.titles_done = 0  # title turns ended, named or not (tests wait on it)
+        self.titles_cancelled = 0
 
     # ---- model --------------------------------------------------------------------------------
 
     def model_ready(self, model: LoadedModel | None) -> None:
+        if model is None:
+            self._stop_title()  # the model is going: its title turn with it
         self.model = model
         if self.expert_map is not None:
             self.expert_map.set_model(model)
@@ -119,8 +130,13 @@ class ChatController:
             self.chat.show_messages([])
             self.telemetry.clear()
             self._show_gauge(0)
+            if self.use_settings is not None:
+                await self.use_settings(None, {})
             return
         shown, path = await self.db.call(lambda s: _load_recovered(s, conversation_id))
+        if self.use_settings is not None:
+            stored = await self.db.call(lambda s: s.conversation_settings(conversation_id))
+            await self.use_settings(conversation_id, stored)
         self.path = path
         self.chat.show_messages(shown)
         # Not this window's (it is not generating): another live window is writing it now.
@@ -246,6 +262,30 @@ class ChatController:
         self.path.append(answer)
         await self._generate(text, answer, history)
 
+    async def continue_answer(self, answer_id: int) -> None:
+        """Continue: generate on from the end of an answer cut short by the token limit or by
+        Stop, appending to the same message (the engine's KV memory still holds its tokens)."""
+        if self.generating or self.model is None:
+            return
+        index = next((i for i, m in enumerate(self.path) if m.id == answer_id), -1)
+        if index < 1:
+            return
+        if index != len(self.path) - 1:
+            self.show_error("Only the last answer of the conversation can be continued; "
+                            "Regenerate makes a new version of this one.")
+            return
+        answer, user = self.path[index], self.path[index - 1]
+        history = model_history(self.path[: index - 1])
+        self._begin_answer()
+        try:
+            await self.db.call(lambda s: s.update_message(answer_id, status="streaming"))
+        except Exception as exc:
+            log.exception("marking the answer as streaming failed")
+            self._end_answer()
+            self.show_error(f"The answer could not be continued ({exc}); it is unchanged.")
+            return
+        await self._generate(user.content, answer, history, continue_from=answer.content)
+
     # ---- the draft's cost ------------------------------------------------------------------------
 
     def draft_changed(self, text: str) -> None:
@@ -302,8 +342,10 @@ class ChatController:
     def _tail_id(self) -> int | None:
         return self.path[-1].id if self.path else None
 
-    async def _generate(self, text: str, answer: Message, history: list[dict[str, str]]) -> None:
+    async def _generate(self, text: str, answer: Message, history: list[dict[str, str]],
+                        continue_from: str = "") -> None:
         assert self.model is not None and self.generating  # _begin_answer() came first
+        await self.cancel_title()  # the engine is this answer's: a title is not worth a wait
         widget = (self.chat.widget_for(answer.id)
                   or self.chat.append(ShownMessage.from_store(answer)))
         widget.begin_stream()
@@ -326,7 +368,8 @@ class ChatController:
             run_id = run.id
             request = GenerateRequest(text=text, n_predict=self.config.n_predict,
                                       conversation=str(answer.conversation_id),
-                                      think=self.composer.think.isChecked())
+                                      think=self.composer.think.isChecked(),
+                                      continue_from=continue_from)
             async for event in self.bridge.generate(request, self._stop):
                 if isinstance(event, TokenEvent):
                     self._on_token(event, recorder, widget)
@@ -350,7 +393,14 @@ class ChatController:
             shared_collector().resume()
             shared_pacer().answer_ended()
         assert result is not None
-        await self._finish(answer, widget, recorder, result, run_id, x0)
+        if continue_from and not recorder.rows:
+            # Stopped (or failed) before a new token: the answer stays as it was.
+            result.text = result.text or continue_from
+            if result.summary is None:
+                result.stop_reason = StopReason.STOPPED if result.ok else result.stop_reason
+        await self._finish(answer, widget, recorder, result, run_id, x0,
+                           keep_stats=answer.stats if continue_from and not recorder.rows
+                           else None)
 
     def _on_token(self, event: TokenEvent, recorder: TurnRecorder, widget: Any) -> None:
         if not recorder.rows and not self.stopping:
@@ -387,12 +437,13 @@ class ChatController:
             log.error("saving a streaming answer failed", exc_info=task.exception())
 
     async def _finish(self, answer: Message, widget: Any, recorder: TurnRecorder,
-                      result: GenerateResult, run_id: int | None, x0: int) -> None:
+                      result: GenerateResult, run_id: int | None, x0: int,
+                      keep_stats: MessageStats | None = None) -> None:
         status = _STATUS[result.stop_reason]
         content = result.text or recorder.answer
         reasoning = result.reasoning or recorder.reasoning
-        stats = stats_from_result(result, think_s=recorder.thinking_seconds(),
-                                  n_think=recorder.thinking_tokens)
+        stats = keep_stats or stats_from_result(result, think_s=recorder.thinking_seconds(),
+                                                n_think=recorder.thinking_tokens)
         if run_id is not None and recorder.rows:
             stats = stats.replace(run_id=run_id, x_start=x0)
         error = result.error
@@ -401,10 +452,13 @@ class ChatController:
         # Every row again, not only those the partial saves did not take: a partial save may
         # have failed, and rewriting a row is idempotent (the table keys it by turn and step).
         rows, summary = list(recorder.rows), result.summary
+        used = conversation_settings.settings_of(self.config)
 
         def save(store: Any) -> Message:
             store.update_message(answer.id, content=content, reasoning=reasoning, status=status,
                                  stats=stats, error=error)
+            # What this conversation was last used with: it opens with these next time.
+            store.set_conversation_settings(answer.conversation_id, used)
             if run_id is not None:
                 if rows:
                     store.add_token_rows(run_id, rows)
@@ -444,6 +498,63 @@ class ChatController:
         self.turns_done += 1
         self.on_conversations_changed()
         self.on_turn_finished()
+        if status == "complete" and len(self.path) == 2 and self._wants_title():
+            self._start_title(saved.conversation_id, self.path[0].content, saved.content)
+
+    # ---- automatic titles ---------------------------------------------------------------------
+
+    def _wants_title(self) -> bool:
+        return (self.model is not None and self.model.chat_mode and self.config.auto_title
+                and (self._title_task is None or self._title_task.done()))
+
+    def _start_title(self, conversation_id: int, question: str, answer: str) -> None:
+        self._title_stop = threading.Event()
+        self._title_task = asyncio.get_running_loop().create_task(
+            self._make_title(conversation_id, question, answer, self._title_stop))
+
+    async def _make_title(self, conversation_id: int, question: str, answer: str,
+                          stop: threading.Event) -> None:
+        """One short turn outside every conversation; the title replaces the placeholder unless
+        the user renamed the conversation meanwhile."""
+        result: GenerateResult | None = None
+        try:
+            await self.bridge.set_history([])
+            request = GenerateRequest(text=auto_title.title_prompt(question, answer),
+                                      n_predict=auto_title.TITLE_TOKENS, think=False)
+            async for event in self.bridge.generate(request, stop):
+                if isinstance(event, GenerateResult):
+                    result = event
+            if result is None or result.stopped or not result.ok:
+                self.titles_cancelled += result is not None and result.stopped
+                return
+            title = auto_title.clean_title(result.text)
+            placeholder = auto_title.placeholder_title(question)
+
+            def rename(store: Any) -> bool:
+                if not title or store.get_conversation(conversation_id).title != placeholder:
+                    return False
+                store.rename_conversation(conversation_id, title)
+                return True
+
+            if await self.db.call(rename):
+                self.on_conversations_changed()
+        except Exception:  # a title is a nicety: the placeholder stays, the chat goes on
+            log.warning("the automatic title failed", exc_info=True)
+        finally:
+            self.titles_done += 1
+
+    def _stop_title(self) -> None:
+        if self._title_task is not None and not self._title_task.done():
+            self._title_stop.set()  # before the engine starts it...
+            self.bridge.cancel()  # ...or while it runs
+
+    async def cancel_title(self) -> None:
+        """Stop the title turn, if one runs, and wait the decode step it takes to end."""
+        task = self._title_task
+        if task is None or task.done():
+            return
+        self._stop_title()
+        await asyncio.gather(task, return_exceptions=True)
 
     async def _kv_used(self) -> int:
         try:
@@ -475,7 +586,7 @@ def _store_user_message(store: Any, conversation_id: int | None, parent: int | N
                         text: str) -> Message:
     """The user's message, in a new conversation when there is none yet."""
     if conversation_id is None:
-        conversation_id = store.create_conversation(" ".join(text.split())[:TITLE_CHARS]).id
+        conversation_id = store.create_conversation(auto_title.placeholder_title(text)).id
     return store.add_message(conversation_id, parent, "user", text)
 
 

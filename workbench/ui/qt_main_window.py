@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QAction,
+    QActionGroup,
     QCloseEvent,
     QDragEnterEvent,
     QDropEvent,
@@ -34,8 +36,13 @@ from workbench.engine.requests import SessionError
 from workbench.store import StoreFault
 from workbench.ui import store_notices
 from workbench.ui.bridge import EngineBridge, LoadCancelled, LoadedModel
+from workbench.ui.chat import conversation_settings
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
+from workbench.ui.chat.qt_conversation_header import (
+    QtConversationHeader,
+    QtConversationSettingsDialog,
+)
 from workbench.ui.chat_controller import ChatController
 from workbench.ui.conversations.qt_controller import ConversationsController
 from workbench.ui.conversations.qt_conversation_list import QtConversationList
@@ -44,6 +51,7 @@ from workbench.ui.models.qt_model_picker import QtModelPicker
 from workbench.ui.models.recent import add_recent, recent_file
 from workbench.ui.qt_notice_bar import QtNoticeBar
 from workbench.ui.qt_status_bar import QtStatusBar
+from workbench.ui.qt_theme import apply_theme, plot_colours
 from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog
 from workbench.ui.runs.qt_runs_page import QtRunsPage
 from workbench.ui.settings.qt_settings_page import QtSettingsPage
@@ -54,7 +62,15 @@ from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
 from workbench.ui.ui_collector import TICK_MS as COLLECT_TICK_MS
 from workbench.ui.ui_collector import shared_collector
 from workbench.ui.ui_pacer import shared_pacer, ui_share_target
+from workbench.ui.window_memory import (
+    THEMES,
+    WindowMemory,
+    load_memory,
+    save_memory,
+    startup_config,
+)
 
+log = logging.getLogger("workbench.ui")
 SHUTDOWN_GRACE_S = 10.0
 CHAT_MIN_WIDTH = 300  # px: a message line still holds a few words
 DEFAULT_SIZE = QSize(1440, 900)  # on a smaller screen: the screen's free area (_initial_size)
@@ -62,6 +78,12 @@ STATUS_NOTE_MS = 5000  # how long a transient status-bar note stays
 _DOCK_FEATURES = (QDockWidget.DockWidgetFeature.DockWidgetMovable
                   | QDockWidget.DockWidgetFeature.DockWidgetFloatable
                   | QDockWidget.DockWidgetFeature.DockWidgetClosable)
+
+
+def _sentence(text: str) -> str:
+    """A warning as a sentence of the notice (the CLI's read "warning: ...")."""
+    text = text.strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def _initial_size() -> QSize:
@@ -85,6 +107,9 @@ class QtMainWindow(QMainWindow):
         self.setWindowTitle("Workbench")
         self.resize(_initial_size())
         self.bridge, self.db, self.config = bridge, db, config
+        # The Settings dock's settings: a new conversation starts from them; one with settings
+        # of its own (conversation_settings.py) runs with those while it is open.
+        self.global_config = config
         self.data = data or paths.data_dir()  # conversations, recent models, bench runs
         # Cycles are collected here, on the UI thread, never on the engine's or the database's
         # (ui_collector.py: a collection there destroyed Qt objects and deadlocked the window).
@@ -111,6 +136,8 @@ class QtMainWindow(QMainWindow):
         column = QVBoxLayout(centre)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)
+        self.conversation_header = QtConversationHeader()
+        column.addWidget(self.conversation_header)
         column.addWidget(self.chat_view, 1)
         column.addWidget(self.store_banner)
         column.addWidget(self.notice)
@@ -147,17 +174,24 @@ class QtMainWindow(QMainWindow):
             on_conversations_changed=lambda: self.tasks.spawn(
                 self.conversations.refresh(), name="refresh-list"),
             on_turn_finished=self._turn_finished, expert_map=self.expert_map,
-            show_error=self.notice.show_error,
+            show_error=self.notice.show_error, use_settings=self._use_conversation_settings,
         )
         self.conversations = ConversationsController(
             db, self.conversation_list, self.notice, self._open_conversation,
             lambda: self.chat.conversation_id, self.tasks.spawn, self,
         )
         db.on_fault = self._store_fault
+        # What the last window on this data directory left (window_memory.py): its layout and
+        # theme now, its conversation and model once start() runs.
+        self.memory = load_memory(self.data)
+        self._memory_taken = False
         self._connect()
         self._build_menus()
         self.setAcceptDrops(True)
         self.chat.model_ready(None)
+        self.set_theme(self.memory.theme)
+        QGuiApplication.styleHints().colorSchemeChanged.connect(self._scheme_changed)
+        self._restore_layout()
 
     def _dock(self, title: str, name: str, widget: QWidget) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -175,6 +209,8 @@ class QtMainWindow(QMainWindow):
             lambda: self.chat.draft_changed(self.composer.prompt.toPlainText()))
         self.composer.stop_requested.connect(self.chat.stop)
         self.chat_view.regenerate_requested.connect(lambda mid: spawn(self.chat.regenerate(mid)))
+        self.chat_view.continue_requested.connect(
+            lambda mid: spawn(self.chat.continue_answer(mid)))
         self.chat_view.edit_submitted.connect(lambda mid, text: spawn(self.chat.edit(mid, text)))
         self.chat_view.version_requested.connect(
             lambda mid: spawn(self.chat.switch_version(mid), name="open-conversation"))
@@ -185,6 +221,8 @@ class QtMainWindow(QMainWindow):
         self.settings_page.applied.connect(
             lambda config, reopen: spawn(self.apply_settings(config, reopen)))
         self.settings_page.rerun_with.connect(lambda config: spawn(self.rerun_with(config)))
+        self.conversation_header.edit_requested.connect(
+            lambda: spawn(self.edit_conversation_settings(), name="conversation-settings"))
         stop = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
         stop.setContext(Qt.ShortcutContext.WindowShortcut)
         stop.activated.connect(self.chat.stop)
@@ -214,6 +252,15 @@ class QtMainWindow(QMainWindow):
         # would close it instead of bringing it to the front.
         self._action(view_menu, "&Settings", "Ctrl+,", lambda: self.show_dock(self.settings_dock))
         self._action(view_menu, "&Runs", "", lambda: self.show_dock(self.runs_dock))
+        theme_menu = view_menu.addMenu("&Theme")
+        self._theme_actions: dict[str, QAction] = {}
+        group = QActionGroup(self)
+        for choice, text in zip(THEMES, ("Follow the &system", "&Light", "&Dark"), strict=True):
+            action = theme_menu.addAction(text)
+            action.setCheckable(True)
+            action.triggered.connect(lambda _=False, c=choice: self.set_theme(c))
+            group.addAction(action)
+            self._theme_actions[choice] = action
         tools_menu = self.menuBar().addMenu("&Tools")
         self._action(tools_menu, "Bench &matrix…", "",
                      lambda: spawn(self.open_bench_matrix(), name="bench-matrix"))
@@ -289,19 +336,70 @@ class QtMainWindow(QMainWindow):
     # ---- start, models ------------------------------------------------------------------------
 
     async def start(self, load_model: bool = True) -> None:
-        """Fill the conversation list, then load the configured model (the bundled default when
-        none is set) so the window is ready to chat."""
+        """Fill the conversation list and open the conversation the last window had open, then
+        load the configured model (the bundled default when none is set) so the window is
+        ready to chat."""
         self._show_store_state()
         await self.conversations.refresh()
+        last = self.memory.conversation_id
+        if last is not None and last in self.conversation_list.ids():
+            await self.conversations.open(last)
         # The pages fill in the background, each showing its own failure.
         self.settings_page.tasks.spawn(self.settings_page.start(), name="presets")
         self._refresh_runs()
         if load_model:
             await self.load_model(self.config)
+            # The remembered model has gone (the CLI started from the defaults instead).
+            vanished = startup_config(self.memory).notice
+            if vanished and not self.config.model:
+                self.notice.show_info(vanished)
+
+    # ---- what the window remembers --------------------------------------------------------
+
+    def set_theme(self, choice: str) -> None:
+        """Light, dark, or the desktop's scheme; the plots follow."""
+        self.theme = choice
+        self.resolved_theme = apply_theme(choice)
+        self.telemetry.set_colours(plot_colours())
+        self.expert_map.set_colours(plot_colours())
+        self._theme_actions[choice].setChecked(True)
+        self.memory.theme = choice
+
+    def _scheme_changed(self, *_: object) -> None:
+        if self.theme == "system":
+            self.set_theme("system")
+
+    def _restore_layout(self) -> None:
+        geometry = WindowMemory.decode(self.memory.geometry)
+        if geometry:
+            self.restoreGeometry(QByteArray(geometry))
+        state = WindowMemory.decode(self.memory.dock_state)
+        if state:
+            self.restoreState(QByteArray(state))
+
+    def _take_memory(self) -> WindowMemory:
+        """The window as it is now (read while its widgets exist, written off the UI thread)."""
+        memory = self.memory
+        if not self._memory_taken:
+            memory.geometry = WindowMemory.encode(bytes(self.saveGeometry().data()))
+            memory.dock_state = WindowMemory.encode(bytes(self.saveState().data()))
+            memory.conversation_id = self.chat.conversation_id
+            memory.theme = self.theme
+            self._memory_taken = True
+        return memory
+
+    async def _save_memory(self, memory: WindowMemory) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, save_memory, self.data,
+                                                             memory)
+        except OSError as exc:
+            # A convenience, not the user's work: the next start opens as a first one. (No
+            # notice: this also runs at shutdown, when the window's widgets may be gone.)
+            log.warning("the window's layout and last model were not remembered: %s", exc)
 
     async def pick_model(self, preselect: str | None = None) -> None:
         picker = QtModelPicker(self.config, self, preselect=preselect,
-                               recent=recent_file(self.data))
+                               recent=recent_file(self.data), data=self.data)
         config = await picker.choose()
         picker.deleteLater()
         if config is not None:
@@ -366,13 +464,18 @@ class QtMainWindow(QMainWindow):
         else:
             self.composer.set_think_control("none", "raw text: no chat template", False)
             self.composer.think.setChecked(False)
-        if "synthetic" in model.name.lower():
+        if model.warnings:  # the settings work, but badly (the expert cache cliff): say so
+            self.notice.show_error(" ".join(_sentence(w) for w in model.warnings))
+        elif "synthetic" in model.name.lower():
             self.notice.show_info("This is a synthetic MoE with random weights: it exercises "
                                   "expert streaming, and its text is noise.")
         elif self.notice.kind == "error":
             self.notice.dismiss()
         if model.config.model:
             self.tasks.spawn(self._remember(model.config.model))
+        # The next start opens this model with these settings (saved now: a crash keeps it).
+        self.memory.settings = model.config.to_dict()
+        self.tasks.spawn(self._save_memory(self.memory), name="window-memory")
 
     async def _remember(self, model: str) -> None:
         recent = recent_file(self.data)
@@ -387,6 +490,7 @@ class QtMainWindow(QMainWindow):
         if self.settings_page.panel.current != config:
             self.settings_page.set_config(config)
         self.runs_page.set_config(config)
+        self.conversation_header.show_config(config)
 
     # ---- settings -----------------------------------------------------------------------------
 
@@ -401,11 +505,55 @@ class QtMainWindow(QMainWindow):
             ok = await self._apply(config, reopen or self._needs_reopen(config))
         if not ok:
             self.settings_page.set_config(self.config)
+            return ok
+        self.global_config = self.config
+        cid = self.chat.conversation_id
+        if cid is not None:  # the open conversation is used with them from now on
+            await self._keep_conversation_settings(cid)
         return ok
 
-    async def _apply(self, config: Config, reopen: bool) -> bool:
+    # ---- a conversation's own settings ---------------------------------------------------------
+
+    async def _use_conversation_settings(self, conversation_id: int | None,
+                                         stored: dict[str, object]) -> None:
+        """Opening a conversation: run with its own settings (a new one: the global ones)."""
+        source = (conversation_settings.config_for(self.global_config, stored)
+                  if conversation_id is not None else self.global_config)
+        wanted = conversation_settings.settings_of(source)
+        if wanted == conversation_settings.settings_of(self.config):
+            self.conversation_header.show_config(self.config)
+            return
+        async with self._applying:
+            await self._apply(self.config.replace(**wanted), reopen=False, quiet=True)
+
+    async def edit_conversation_settings(self) -> bool:
+        """The header's dialog: this conversation's system prompt and sampling settings."""
+        dialog = QtConversationSettingsDialog(self.config, self)
+        chosen = await dialog.choose()
+        dialog.deleteLater()
+        if chosen is None:
+            return False
+        async with self._applying:
+            ok = await self._apply(self.config.replace(
+                **conversation_settings.settings_of(chosen)), reopen=False)
+        cid = self.chat.conversation_id
+        if ok and cid is not None:
+            await self._keep_conversation_settings(cid)
+        return ok
+
+    async def _keep_conversation_settings(self, conversation_id: int) -> None:
+        used = conversation_settings.settings_of(self.config)
+        try:
+            await self.db.call(lambda s: s.set_conversation_settings(conversation_id, used))
+        except Exception as exc:  # the settings apply all the same; only the memory is behind
+            self.notice.show_error(f"The conversation's settings were not saved ({exc}); they "
+                                   "apply until another conversation is opened.")
+
+    async def _apply(self, config: Config, reopen: bool, quiet: bool = False) -> bool:
         if self.loading:
-            self.notice.show_error("A model is loading: wait for it, then apply the settings.")
+            if not quiet:  # a conversation opened meanwhile keeps the settings being loaded
+                self.notice.show_error("A model is loading: wait for it, then apply the "
+                                       "settings.")
             return False
         if reopen:
             return await self.load_model(config, reopening=True) is not None
@@ -424,7 +572,9 @@ class QtMainWindow(QMainWindow):
         if think_changed and self.composer.think.isEnabled():
             self.composer.think.setChecked(model.config.think)
         self._show_config(model.config)
-        self.status.showMessage("Settings applied: the next answer uses them.", STATUS_NOTE_MS)
+        if not quiet:
+            self.status.showMessage("Settings applied: the next answer uses them.",
+                                    STATUS_NOTE_MS)
         return True
 
     async def rerun_with(self, config: Config) -> bool:
@@ -572,6 +722,7 @@ class QtMainWindow(QMainWindow):
         super().keyPressEvent(event)
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self._take_memory()
         self.closed.set()
         self.closing.emit()
         super().closeEvent(event)
@@ -580,6 +731,8 @@ class QtMainWindow(QMainWindow):
         """Stop any answer, let the final save land, free the model, close the database."""
         self.bridge.cancel()
         self.bridge.cancel_open()
+        await self.chat.cancel_title()
+        await self._save_memory(self._take_memory())
         # The window's own first: the stopped answer's final save is one of its tasks, and a
         # finished turn spawns a runs refresh on the runs page. All of them use the database.
         for tasks in (self.tasks, self.settings_page.tasks, self.runs_page.tasks):

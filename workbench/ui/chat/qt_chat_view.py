@@ -25,6 +25,7 @@ _BOTTOM_SLACK = 8  # px: "at the bottom" despite rounding
 
 class QtChatView(QWidget):
     regenerate_requested = Signal(int)
+    continue_requested = Signal(int)
     edit_submitted = Signal(int, str)
     version_requested = Signal(int)
     token_clicked = Signal(int)
@@ -80,6 +81,7 @@ class QtChatView(QWidget):
     def append(self, shown: ShownMessage) -> QtMessageWidget:
         widget = QtMessageWidget(shown)
         widget.regenerate_requested.connect(self.regenerate_requested)
+        widget.continue_requested.connect(self.continue_requested)
         widget.edit_submitted.connect(self.edit_submitted)
         widget.version_requested.connect(self.version_requested)
         widget.token_clicked.connect(self.token_clicked)

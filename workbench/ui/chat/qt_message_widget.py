@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPaintEvent
+from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -39,6 +39,7 @@ from workbench.ui.ui_pacer import shared_pacer
 RENDER_MS = 100  # streaming text is laid out at most 10 times a second...
 MAX_RENDER_S = 0.75  # ...and at least every 0.75 s, however busy the cores (ui_pacer.py)
 _USER_TINT = QColor("#eef3fb")
+_USER_TINT_DARK = QColor("#2b3442")  # the same blue-grey, for a dark palette
 _ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 _BADGES = {"stopped": "stopped", "interrupted": "interrupted", "error": "failed",
            "rejected": "not sent", "streaming": ""}
@@ -46,6 +47,7 @@ _BADGES = {"stopped": "stopped", "interrupted": "interrupted", "error": "failed"
 
 class QtMessageWidget(QFrame):
     regenerate_requested = Signal(int)  # message id of the answer to regenerate
+    continue_requested = Signal(int)  # message id of the answer to generate on from its end
     edit_submitted = Signal(int, str)  # message id of the user message, the new text
     version_requested = Signal(int)  # message id of the sibling to show
     token_clicked = Signal(int)  # token index across the conversation (x on the plots)
@@ -83,6 +85,9 @@ class QtMessageWidget(QFrame):
         self.regenerate_button = _tool("Regenerate", "Generate another version of this answer")
         self.regenerate_button.clicked.connect(
             lambda: self.regenerate_requested.emit(self.shown.id))
+        self.continue_button = _tool("Continue", "Generate on from where this answer stopped, "
+                                                 "appending to it")
+        self.continue_button.clicked.connect(lambda: self.continue_requested.emit(self.shown.id))
         self.tokens_button = _tool("Tokens", "Show the answer token by token; click a token to "
                                              "find it on the plots")
         self.tokens_button.setCheckable(True)
@@ -92,7 +97,8 @@ class QtMessageWidget(QFrame):
                   self.badge):
             header.addWidget(w)
         header.add_stretch()
-        for w in (self.tokens_button, self.copy_button, self.edit_button, self.regenerate_button):
+        for w in (self.tokens_button, self.copy_button, self.edit_button, self.continue_button,
+                  self.regenerate_button):
             header.addWidget(w)
         self.edit_button.setVisible(role == "user")
         self.regenerate_button.setVisible(role == "assistant")
@@ -157,7 +163,8 @@ class QtMessageWidget(QFrame):
             painter = QPainter(self)
             painter.setRenderHint(QPainter.RenderHint.Antialiasing)
             painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(_USER_TINT)
+            dark = self.palette().color(QPalette.ColorRole.Window).lightness() < 128
+            painter.setBrush(_USER_TINT_DARK if dark else _USER_TINT)
             painter.drawRoundedRect(self.rect(), 6, 6)
         super().paintEvent(event)
 
@@ -187,10 +194,12 @@ class QtMessageWidget(QFrame):
         self.stats.setText(line)
         self.stats.setVisible(bool(line))
         self.regenerate_button.setEnabled(shown.status != "streaming")
+        self.continue_button.setVisible(can_continue(shown))
 
     def begin_stream(self) -> None:
         self.shown.status = "streaming"
         self.regenerate_button.setEnabled(False)
+        self.continue_button.setVisible(False)
         self.badge.setText("")
         self._render_timer.start()
 
@@ -309,10 +318,18 @@ class QtMessageWidget(QFrame):
 
     def set_actions_enabled(self, enabled: bool) -> None:
         """Disabled while another answer streams (one generation at a time)."""
-        for w in (self.edit_button, self.regenerate_button, self.prev_button, self.next_button):
+        for w in (self.edit_button, self.regenerate_button, self.continue_button,
+                  self.prev_button, self.next_button):
             has_target = not ((w is self.prev_button and self.shown.previous_id is None)
                               or (w is self.next_button and self.shown.next_id is None))
             w.setEnabled(enabled and has_target)
+
+
+def can_continue(shown: ShownMessage) -> bool:
+    """An answer cut short by the token limit or by Stop can go on. Not one that was thinking:
+    the store keeps its reasoning and answer apart, not the raw text the model generated."""
+    return (shown.role == "assistant" and not shown.reasoning and bool(shown.content)
+            and (shown.status == "stopped" or shown.stats.stop_reason == "length"))
 
 
 def _tool(text: str, tip: str) -> QToolButton:

@@ -1,5 +1,9 @@
-"""The model picker: embedded defaults, recent files, a file dialog or a dropped file; before
-loading it shows the GGUF's metadata and a memory estimate for the chosen context.
+"""The model picker: embedded defaults, recent files, the models found on this computer (the
+usual apps' folders and folders the user added: discovery.py), a file dialog or a dropped
+file; before loading it shows the GGUF's metadata and a memory estimate for the chosen context.
+
+The search for models runs off the UI thread as the picker opens, with its progress in a line
+under the list, and stops when the picker closes.
 
 `await QtModelPicker(...).choose()` returns the Config to load, or None. Reading a header runs
 off the UI thread, and only the latest selection's reading is kept (older ones are cancelled).
@@ -31,6 +35,8 @@ from qasync import asyncWrap
 
 from workbench.config import Config
 from workbench.moe.layout import ModelFacts, ModelFileError, format_facts, read_model_facts
+from workbench.ui.models import discovery
+from workbench.ui.models.discovery import FoundModel, Source
 from workbench.ui.models.estimate import available_memory_mib, estimate_memory
 from workbench.ui.models.recent import load_recent
 from workbench.ui.qt_plain_label import plain_label
@@ -67,7 +73,10 @@ def resolve_entry(entry: str) -> Path:
 
 class QtModelPicker(QDialog):
     def __init__(self, config: Config, parent: QWidget | None = None,
-                 preselect: str | None = None, recent: Path | None = None) -> None:
+                 preselect: str | None = None, recent: Path | None = None,
+                 data: Path | None = None, sources: list[Source] | None = None) -> None:
+        """`data`: where the user's added folders are remembered (none: no Add folder);
+        `sources`: the folders to search (default: the usual apps' and the added ones)."""
         super().__init__(parent)
         self.setWindowTitle("Open a model")
         self.resize(820, 480)
@@ -81,6 +90,19 @@ class QtModelPicker(QDialog):
         self.list.currentItemChanged.connect(self._selected)
         self.browse = QPushButton("Browse…")
         self.browse.clicked.connect(lambda: self._tasks.spawn(self._browse()))
+        self.data = data
+        self._sources = sources
+        self.found: dict[str, FoundModel] = {}  # path -> what the search found there
+        self.projector: Path | None = None  # the selected model's vision projector, if any
+        self.scan_status = plain_label()
+        self.scan_status.setWordWrap(True)
+        self.scans_done = 0
+        self._closing = False
+        self.add_folder = QPushButton("Add folder…")
+        self.add_folder.setToolTip("Look for models in a folder of yours too (remembered)")
+        self.add_folder.setEnabled(data is not None)
+        self.add_folder.clicked.connect(lambda: self._tasks.spawn(self._add_folder()))
+        self.finished.connect(self._stop_scan)
         self.details = QPlainTextEdit()
         self.details.setReadOnly(True)
         font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
@@ -110,7 +132,11 @@ class QtModelPicker(QDialog):
         left = QVBoxLayout()
         left.addWidget(QLabel("Models"))
         left.addWidget(self.list, 1)
-        left.addWidget(self.browse)
+        left.addWidget(self.scan_status)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.browse)
+        buttons.addWidget(self.add_folder)
+        left.addLayout(buttons)
         right = QVBoxLayout()
         right.addWidget(self.details, 1)
         right.addLayout(form)
@@ -123,6 +149,69 @@ class QtModelPicker(QDialog):
         layout.addWidget(self.buttons)
         if preselect:
             self.select(preselect)
+        self._tasks.spawn(self.scan(), name="scan")
+
+    # ---- models found on this computer ----------------------------------------------------------
+
+    async def scan(self) -> None:
+        """Search the folders (off the UI thread) and list what is found, once."""
+        loop = asyncio.get_running_loop()
+        self.scan_status.setText("Looking for models on this computer…")
+        sources = self._sources
+        if sources is None:
+            sources = (discovery.all_sources(self.data) if self.data is not None
+                       else discovery.default_sources())
+
+        def progress(done: int, total: int) -> None:
+            loop.call_soon_threadsafe(self._scan_progress, done, total)
+
+        found = await loop.run_in_executor(
+            None, lambda: discovery.scan(sources, progress, lambda: self._closing))
+        if self._closing:
+            return
+        listed = {self.list.item(i).data(Qt.ItemDataRole.UserRole)
+                  for i in range(self.list.count())}
+        for model in found:
+            entry = str(model.path)
+            self.found[entry] = model
+            if entry not in listed:
+                item = self._add_entry(entry)
+                item.setText(model.label)
+                listed.add(entry)
+        n_ok = sum(1 for m in found if not m.problem)
+        bad = len(found) - n_ok
+        self.scan_status.setText(
+            (f"Found {n_ok} model{'s' if n_ok != 1 else ''} on this computer"
+             + (f" and {bad} that cannot load" if bad else "")) if found
+            else "No models found in the usual folders (LM Studio, GPT4All, Jan, Hugging "
+                 "Face, llama.cpp). Add a folder of yours, or Browse.")
+        self.scans_done += 1
+
+    def _scan_progress(self, done: int, total: int) -> None:
+        if not self._closing:
+            self.scan_status.setText(f"Looking for models on this computer… {done} of {total}")
+
+    def _stop_scan(self, *_: object) -> None:
+        self._closing = True
+
+    async def _add_folder(self) -> None:
+        folder = await asyncWrap(lambda: QFileDialog.getExistingDirectory(
+            self, "A folder with GGUF models"))
+        if folder and self.data is not None:
+            await self.remember_folder(Path(folder))
+
+    async def remember_folder(self, folder: Path) -> None:
+        """Remember `folder` for every later picker, and search it now."""
+        assert self.data is not None
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, discovery.add_folder, self.data, folder)
+        except OSError as exc:
+            self.scan_status.setText(f"The folder was not remembered: {exc}")
+            return
+        if self._sources is not None:
+            self._sources = [Source("your folder", folder), *self._sources]
+        await self.scan()
 
     def _add_entry(self, entry: str) -> QListWidgetItem:
         item = QListWidgetItem(_LABELS.get(entry, Path(entry).name))
@@ -157,7 +246,7 @@ class QtModelPicker(QDialog):
             self._tasks.spawn(self._inspect(item.data(Qt.ItemDataRole.UserRole)), name="inspect")
 
     async def _inspect(self, entry: str) -> None:
-        self.facts, self.path = None, None
+        self.facts, self.path, self.projector = None, None, None
         self.open_button.setEnabled(False)
         self.details.setPlainText("Reading the model's header…")
         self.estimate.clear()
@@ -170,6 +259,12 @@ class QtModelPicker(QDialog):
             return
         self.facts, self.path = facts, path
         text = format_facts(facts)
+        found = self.found.get(entry)
+        self.projector = found.projector if found is not None else None
+        if found is not None:
+            text += f"\n\nFound in {found.source}'s folder: {path.parent}"
+        if self.projector is not None:
+            text += f"\nVision projector beside it: {self.projector.name}"
         if entry == SYNTHETIC:
             text += "\n\nRandom weights: this model exercises expert streaming; its text is noise."
         self.details.setPlainText(text)

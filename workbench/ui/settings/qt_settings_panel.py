@@ -36,7 +36,9 @@ class QtSettingsPanel(QWidget):
     applied = Signal(object, bool)  # Config, reopen: the load-scope signature changed
     pending_changed = Signal(object)  # the pending Config, after every edit or load
 
-    def __init__(self, config: Config, parent: QWidget | None = None) -> None:
+    def __init__(self, config: Config, parent: QWidget | None = None,
+                 only: frozenset[str] | None = None) -> None:
+        """`only`: show just these settings (a conversation's own); all of them when None."""
         super().__init__(parent)
         self._current = config
         self._pending = config
@@ -48,7 +50,8 @@ class QtSettingsPanel(QWidget):
         names = [g.name for g in GROUPS]
         names += [s.group for s in SETTINGS if s.group not in names]  # undeclared: at the end
         for group in dict.fromkeys(names):
-            members = [s for s in SETTINGS if s.group == group]
+            members = [s for s in SETTINGS
+                       if s.group == group and (only is None or s.name in only)]
             if not members:
                 continue
             box = QGroupBox(group)

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QLabel, QStackedLayout, QVBoxLayout, QWidget
 
 from workbench.engine.requests import ExpertActivity
 from workbench.ui.qt_flow_layout import QtFlowLayout
+from workbench.ui.qt_theme import PlotColours, plot_colours
 from workbench.ui.telemetry.expert_activity import (
     LUT,
     RESIDENT_RGB,
@@ -52,7 +53,7 @@ class QtExpertMap(QWidget):
         self.message.setWordWrap(True)
 
         self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
+        self.graphics.setBackground(plot_colours().background)
         self.plot = self.graphics.addPlot()
         half_life = f"{self.model.half_life:g}"
         self.plot.setTitle(f"Routing over recent tokens (decayed, half-life {half_life} tokens)",
@@ -105,6 +106,16 @@ class QtExpertMap(QWidget):
         self._timer.timeout.connect(self._tick)  # runs only while the model streams
         self._hover_proxy = pg.SignalProxy(
             self.graphics.scene().sigMouseMoved, rateLimit=10, slot=self._hover)
+
+    def set_colours(self, colours: PlotColours) -> None:
+        """Follow the theme: the map's backdrop and axes (its cells keep their own scale)."""
+        self.graphics.setBackground(colours.background)
+        for side in ("left", "bottom"):
+            axis = self.plot.getAxis(side)
+            axis.setPen(colours.foreground)
+            axis.setTextPen(colours.foreground)
+        self.plot.titleLabel.setText(self.plot.titleLabel.text, size="9pt",
+                                     color=colours.foreground)
 
     # ---- data in ------------------------------------------------------------------------------
 

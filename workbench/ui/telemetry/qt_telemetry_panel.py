@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.qt_stable_label import QtStableLabel
+from workbench.ui.qt_theme import LIGHT_INK, PlotColours, plot_colours
 from workbench.ui.telemetry.headline import HeadlineTracker
 from workbench.ui.telemetry.qt_headline_row import QtHeadlineRow
 from workbench.ui.telemetry.qt_scene_width import scene_min_width
@@ -78,7 +79,10 @@ class QtTelemetryPanel(QWidget):
                  pacer: UiPacer | None = None) -> None:
         super().__init__(parent)
         self.pacer = pacer or shared_pacer()
-        pg.setConfigOptions(antialias=False, background="w", foreground="#444")
+        self.colours = plot_colours()  # the theme's (qt_theme.py); set_colours() follows it
+        pg.setConfigOptions(antialias=False, background=self.colours.background,
+                            foreground=self.colours.foreground)
+        self._ink_curves: list[pg.PlotCurveItem] = []  # drawn in the theme's ink, not a hue
         self.ring = RingBuffer(capacity, COLUMNS)
         self.headline = HeadlineTracker()
         self.next_x = 0
@@ -159,7 +163,8 @@ class QtTelemetryPanel(QWidget):
             view_box.span_dragged.connect(self._span_dragged)
             view_box.clicked.connect(self.clear_span)
             plot = self.graphics.addPlot(row=i // 2, col=i % 2, viewBox=view_box)
-            plot.setTitle(plot_title(spec, self.o_direct), size="9pt")
+            plot.setTitle(plot_title(spec, self.o_direct), size="9pt",
+                          color=self.colours.foreground)
             # Horizontal grid lines only: the vertical ones are drawn by the x axis across the
             # whole plot, so each page of the x range re-rendered eight plot-sized pictures
             # (a third of the UI's CPU while an answer streamed). x is a token index; the
@@ -179,7 +184,8 @@ class QtTelemetryPanel(QWidget):
             plot.setYRange(0, 1, padding=0)
             if len(spec.curves) > 1:
                 plot.addLegend(offset=(-4, 4), labelTextSize="7pt", verSpacing=-6,
-                               brush=pg.mkBrush(255, 255, 255, 190))
+                               brush=pg.mkBrush(*self.colours.legend),
+                               labelTextColor=self.colours.foreground)
             empty = pg.TextItem(NO_DATA, color="#999", anchor=(0.5, 0.5))
             empty.setParentItem(plot.getViewBox())
             self._empty_labels[spec.key] = empty
@@ -192,11 +198,14 @@ class QtTelemetryPanel(QWidget):
             view.sigRangeChangedManually.connect(lambda *_, v=view: self._user_moved(v))
             plot.getViewBox().sigXRangeChanged.connect(self._x_moved)
             for curve in spec.curves:
-                pen = pg.mkPen(curve.colour, width=1.2)
+                ink = curve.colour == LIGHT_INK
+                pen = pg.mkPen(self.colours.ink if ink else curve.colour, width=1.2)
                 # PlotCurveItem rather than PlotDataItem: the panel already hands it only the
                 # visible tokens, and the lighter item halves the Python work per frame.
                 item = pg.PlotCurveItem(name=curve_name(curve, self.o_direct))
                 item.setPen(pen)
+                if ink:
+                    self._ink_curves.append(item)
                 item.setData([], [], connect="finite")  # NaN (unmeasured) breaks the line: a gap
                 if curve.fill:
                     colour = QColor(curve.colour)
@@ -209,6 +218,29 @@ class QtTelemetryPanel(QWidget):
             self._plot_columns[spec.key] = [self.ring.index[c.column] for c in spec.curves]
             self.plots[spec.key] = plot
 
+    def set_colours(self, colours: PlotColours) -> None:
+        """Recolour the plots for a theme: background, axes, titles, legends, the ink curve
+        and the turn markers (the hues of the other curves read on both)."""
+        self.colours = colours
+        pg.setConfigOptions(background=colours.background, foreground=colours.foreground)
+        self.graphics.setBackground(colours.background)
+        for plot in self.plots.values():
+            for side in ("left", "bottom"):
+                axis = plot.getAxis(side)
+                axis.setPen(colours.foreground)
+                axis.setTextPen(colours.foreground)
+            plot.titleLabel.setText(plot.titleLabel.text, size="9pt", color=colours.foreground)
+            if plot.legend is not None:
+                plot.legend.setBrush(pg.mkBrush(*colours.legend))
+                plot.legend.setLabelTextColor(colours.foreground)  # for labels added later
+                for _, label in plot.legend.items:  # those shown already keep their own
+                    label.setText(label.text, color=colours.foreground)
+        for item in self._ink_curves:
+            item.setPen(pg.mkPen(colours.ink, width=1.2))
+        for _, line in self._turn_lines:
+            line.setPen(pg.mkPen(colours.grid, style=Qt.PenStyle.DashLine))
+        self._dirty = True
+
     # ---- data in ------------------------------------------------------------------------------
 
     def begin_turn(self) -> int:
@@ -217,7 +249,7 @@ class QtTelemetryPanel(QWidget):
         self.headline.begin_turn()
         if self.next_x > 0:
             for plot in self.plots.values():
-                pen = pg.mkPen("#bbbbbb", style=Qt.PenStyle.DashLine)
+                pen = pg.mkPen(self.colours.grid, style=Qt.PenStyle.DashLine)
                 line = pg.InfiniteLine(self.next_x - 0.5, angle=90, pen=pen)
                 plot.addItem(line)
                 self._turn_lines.append((plot, line))
@@ -372,7 +404,8 @@ class QtTelemetryPanel(QWidget):
             axis.setScale(scale)
         if self._axis_units.get(key, spec.unit) != unit:
             self._axis_units[key] = unit
-            plot.setTitle(plot_title(spec, self.o_direct, unit), size="9pt")
+            plot.setTitle(plot_title(spec, self.o_direct, unit), size="9pt",
+                          color=self.colours.foreground)
         width = max(AXIS_WIDTH, tick_label_width(axis, 0.0, top))
         if width != axis.fixedWidth:
             axis.setWidth(width)
@@ -415,7 +448,7 @@ class QtTelemetryPanel(QWidget):
         for spec in PLOTS:
             plot = self.plots[spec.key]
             plot.setTitle(plot_title(spec, o_direct, self._axis_units.get(spec.key)),
-                          size="9pt")
+                          size="9pt", color=self.colours.foreground)
             if plot.legend is None:
                 continue
             names = {id(item): curve_name(curve, o_direct)

@@ -1,0 +1,110 @@
+"""Continue in the window (after the token limit and after Stop) and the session's warnings
+(the expert cache cliff) in the notice bar, on the real engine."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from tests.ui.user_actions import WAIT, send
+from workbench.store import Store, default_path
+
+STORY = "Write a long story about the sea."
+
+
+def stored_path(window) -> list:
+    with Store.open(default_path(), recover=False) as store:
+        return store.active_path(window.chat.conversation_id)
+
+
+def continue_(qtbot, window, widget) -> None:
+    done = window.chat.turns_done
+    assert widget.continue_button.isVisible() and widget.continue_button.isEnabled()
+    widget.continue_button.click()
+    qtbot.waitUntil(lambda: window.chat.turns_done > done, timeout=WAIT)
+
+
+def test_continue_after_the_token_limit_appends_to_the_same_answer(qtbot, make_window):
+    window = make_window()  # 16 tokens per answer
+    send(qtbot, window, STORY)
+    answer = window.chat_view.messages[-1]
+    assert answer.shown.stats.stop_reason == "length"
+    first = answer.shown.content
+    held = window.chat.last_result.summary.n_past
+    continue_(qtbot, window, answer)
+    assert len(window.chat_view.messages) == 2  # no new message: the same one grew
+    answer = window.chat_view.messages[-1]
+    assert answer.shown.content.startswith(first) and len(answer.shown.content) > len(first)
+    summary = window.chat.last_result.summary
+    # The KV already held it: only the last token is read again (the shown answer may lack a
+    # trailing space the model generated, so the prompt can be a token shorter than the KV).
+    assert summary.n_prompt <= 2 and summary.n_reused >= held - 2
+    assert summary.n_past > held
+    _user, stored = stored_path(window)
+    assert stored.content == answer.shown.content and stored.status == "complete"
+    assert stored.stats.stop_reason == "length"  # cut again: Continue is offered again
+    assert answer.continue_button.isVisible()
+
+
+def test_continue_after_stop_finishes_the_answer_and_it_joins_the_context(qtbot, make_window,
+                                                                          model_config):
+    window = make_window(model_config.replace(n_predict=200))
+    window.composer.prompt.setPlainText(STORY)
+    qtbot.keyClick(window.composer.prompt, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.telemetry.next_x >= 3, timeout=WAIT)
+    qtbot.keyClick(window.composer.prompt, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: not window.chat.generating, timeout=WAIT)
+    stopped = window.chat_view.messages[-1]
+    assert stopped.shown.status == "stopped" and stopped.shown.content
+    partial = stopped.shown.content
+    window.chat.config = window.chat.config.replace(n_predict=12)
+    continue_(qtbot, window, stopped)
+    grown = window.chat_view.messages[-1]
+    assert grown.shown.id == stopped.shown.id and grown.shown.content.startswith(partial)
+    assert len(grown.shown.content) > len(partial)
+    assert grown.shown.status == "complete" and grown.badge.text() == ""
+    assert stored_path(window)[-1].content == grown.shown.content
+    # A continued answer is a complete turn: the next message has it in its context.
+    window.chat.config = window.chat.config.replace(n_predict=4)
+    send(qtbot, window, "Thanks.")
+    task = window.tasks.spawn(window.bridge._call(
+        lambda: [m["content"] for m in window.bridge._session.history]))
+    qtbot.waitUntil(task.done, timeout=WAIT)
+    assert task.result()[:2] == [STORY, grown.shown.content]
+
+
+def test_continue_is_offered_only_for_an_answer_cut_short(qtbot):
+    from workbench.store import MessageStats
+    from workbench.ui.chat.qt_message_widget import QtMessageWidget
+    from workbench.ui.chat.shown import ShownMessage
+
+    def offered(**kw) -> bool:
+        widget = QtMessageWidget(ShownMessage(id=1, **{"role": "assistant", "content": "Hi",
+                                                       **kw}))
+        qtbot.addWidget(widget)
+        widget.show()
+        return widget.continue_button.isVisible()
+
+    assert offered(stats=MessageStats(stop_reason="length"))
+    assert offered(status="stopped", stats=MessageStats(stop_reason="stopped"))
+    assert not offered(stats=MessageStats(stop_reason="eos"))
+    assert not offered(status="error", stats=MessageStats(stop_reason="error"))
+    assert not offered(status="stopped", content="")  # stopped before a word: nothing to go on
+    assert not offered(status="stopped", reasoning="hmm")  # the raw text is not kept
+    assert not offered(role="user", status="stopped")
+
+
+def test_the_expert_cache_cliff_warning_appears_in_the_window(qtbot, make_window, model_config,
+                                                              tiny_moe_path):
+    window = make_window(model_config.replace(model=str(tiny_moe_path), n_ctx=256,
+                                              moe_stream=True, cache_mb=1))
+    assert window.chat.model is not None  # the model is open: the warning is advice
+    assert window.notice.kind == "error"
+    assert "smaller than one token's expert demand" in window.notice.text
+    assert "Use a larger cache, or none." in window.notice.text
+
+
+def test_no_warning_with_a_cache_that_fits(qtbot, make_window, model_config, tiny_moe_path):
+    window = make_window(model_config.replace(model=str(tiny_moe_path), n_ctx=256,
+                                              moe_stream=True, cache_mb=64))
+    assert window.chat.model is not None
+    assert "expert demand" not in window.notice.text

@@ -1,0 +1,81 @@
+"""Light and dark themes for the whole window, and the plots' colours that go with them.
+
+The dark theme is Qt's Fusion style with a dark palette (Fusion draws every widget from the
+palette, so one palette recolours the window). "system" follows the desktop's colour scheme
+(`QStyleHints.colorScheme`, Qt 6.5+) and changes with it; where the desktop does not say
+(offscreen, plain X11), it is light. Widgets that paint their own tints ask `is_dark()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication, QStyleFactory
+
+from workbench.ui.window_memory import THEMES
+
+
+@dataclass(frozen=True, slots=True)
+class PlotColours:
+    background: str
+    foreground: str  # axes, ticks, titles
+    ink: str  # a curve drawn "in black" on light (the wall time)
+    grid: str  # the dashed turn boundaries
+    legend: tuple[int, int, int, int]  # the legends' backdrop, RGBA
+
+
+LIGHT_PLOTS = PlotColours("#ffffff", "#444444", "#222222", "#bbbbbb", (255, 255, 255, 190))
+DARK_PLOTS = PlotColours("#1e1f22", "#c8c8c8", "#e6e6e6", "#5a5a5a", (30, 31, 34, 190))
+LIGHT_INK = "#222222"  # the colour series.py gives the curve that DARK_PLOTS.ink replaces
+
+
+def resolve(choice: str) -> str:
+    """"light" or "dark" for a theme choice."""
+    if choice not in THEMES:
+        raise ValueError(f"unknown theme {choice!r}: one of {', '.join(THEMES)}")
+    if choice != "system":
+        return choice
+    scheme = QGuiApplication.styleHints().colorScheme()
+    return "dark" if scheme == Qt.ColorScheme.Dark else "light"
+
+
+def dark_palette() -> QPalette:
+    p = QPalette()
+    window, base, text = QColor(45, 45, 48), QColor(30, 31, 34), QColor(225, 225, 225)
+    role = QPalette.ColorRole
+    for r, c in ((role.Window, window), (role.WindowText, text), (role.Base, base),
+                 (role.AlternateBase, QColor(40, 42, 46)), (role.ToolTipBase, window),
+                 (role.ToolTipText, text), (role.Text, text), (role.Button, window),
+                 (role.ButtonText, text), (role.BrightText, QColor(255, 80, 80)),
+                 (role.Link, QColor(110, 170, 255)), (role.Highlight, QColor(60, 110, 190)),
+                 (role.HighlightedText, QColor(255, 255, 255)),
+                 (role.PlaceholderText, QColor(140, 140, 140)), (role.Mid, QColor(70, 70, 74)),
+                 (role.Dark, QColor(25, 25, 27)), (role.Light, QColor(75, 75, 80))):
+        p.setColor(r, c)
+    grey = QColor(130, 130, 130)
+    for r in (role.WindowText, role.Text, role.ButtonText):
+        p.setColor(QPalette.ColorGroup.Disabled, r, grey)
+    return p
+
+
+def apply_theme(choice: str) -> str:
+    """Recolour the application; returns "light" or "dark"."""
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    resolved = resolve(choice)
+    # Dark needs Fusion (a platform style may ignore the palette); light keeps the desktop's.
+    if resolved == "dark" and app.style().name().lower() != "fusion":
+        app.setStyle(QStyleFactory.create("Fusion"))
+    app.setPalette(dark_palette() if resolved == "dark" else app.style().standardPalette())
+    return resolved
+
+
+def is_dark() -> bool:
+    """The palette in force is dark (whatever chose it)."""
+    return QGuiApplication.palette().color(QPalette.ColorRole.Window).lightness() < 128
+
+
+def plot_colours() -> PlotColours:
+    return DARK_PLOTS if is_dark() else LIGHT_PLOTS
