@@ -18,6 +18,21 @@ import numpy as np
 from workbench.backend import native
 from workbench.backend.abort import AbortFlag
 from workbench.moe.layout import ExpertTensor, TensorInfo
+from workbench.moe.routes import Phase, RouteLoad
+
+
+@dataclass(frozen=True, slots=True)
+class DropPolicy:
+    """Cache-aware expert dropping (see native/src/drop_policy.h); frac 0 is off."""
+
+    frac: float = 0.0
+    renorm: bool = True
+    prefill: bool = False
+
+
+# Test-only native switches (wb_streamer_params.debug_flags): tests/gates set them.
+DEBUG_POISON_UNLOADED = 1  # unloaded expert slices hold 0xFF bytes (NaN): any read shows
+DEBUG_NO_REPOINT = 2  # dropped slots keep their expert id (the poison guard's negative control)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +54,12 @@ class StreamCounters:
     token_demand: int
     layer_demand: int
     resizes: int
+    experts_routed: int  # routed slots while dropping is on (prefill included)
+    experts_dropped: int
     o_direct: bool
     lanes: int
+    dropped_weight: float  # router weight of the dropped slots
+    examined_weight: float  # router weight of every slot the drop rule examined
 
     @property
     def hit_pct(self) -> float:
@@ -68,11 +87,16 @@ class StreamerError(RuntimeError):
 class ExpertStreamer:
     """One model's expert streamer. Create, capture, bind, activate; then decode as usual."""
 
+    debug_flags = 0  # tests patch this class attribute; never set in the product
+
     def __init__(self, shards: list[Path], *, lanes: int, o_direct: bool, budget_bytes: int,
-                 trace: bool = False) -> None:
+                 trace: bool = False, drop: DropPolicy | None = None) -> None:
         self._lib = native.load()
         paths = (ctypes.c_char_p * len(shards))(*[os.fsencode(p) for p in shards])
-        params = native.WbStreamerParams(lanes, int(o_direct), budget_bytes, int(trace))
+        drop = drop or DropPolicy()
+        params = native.WbStreamerParams(lanes, int(o_direct), budget_bytes, int(trace),
+                                         drop.frac, int(drop.renorm), int(drop.prefill),
+                                         self.debug_flags)
         ptr = self._lib.wb_streamer_new(paths, len(shards), params)
         if not ptr:
             reason = native.last_error(self._lib)
@@ -166,6 +190,40 @@ class ExpertStreamer:
 
     def set_budget(self, budget_bytes: int) -> None:
         self._check(self._lib.wb_streamer_set_budget(self._ptr, budget_bytes), "resizing the cache")
+
+    def set_phase(self, phase: Phase) -> None:
+        """What the next decodes are (dropping is armed for decodes; records carry it)."""
+        self._lib.wb_streamer_set_phase(self._ptr, int(phase))
+
+    def take_routes(self) -> list[RouteLoad]:
+        """The routing of every layer load since the last call (needs trace=True), in order.
+
+        `first_step` is -1: the native side does not know context positions; the session that
+        knows the batch fills it where it can."""
+        n_loads, n_slots = ctypes.c_uint64(), ctypes.c_uint64()
+        self._check(self._lib.wb_streamer_routes_pending(self._ptr, ctypes.byref(n_loads),
+                                                         ctypes.byref(n_slots)), "reading routes")
+        loads = (native.WbRouteLoad * max(1, n_loads.value))()
+        experts = np.empty(n_slots.value, dtype=np.int32)
+        weights = np.empty(n_slots.value, dtype=np.float32)
+        residency = np.empty(n_slots.value, dtype=np.int8)
+        dropped = np.empty(n_slots.value, dtype=np.uint8)
+        self._check(self._lib.wb_streamer_take_routes(
+            self._ptr, loads, n_loads.value, experts.ctypes.data, weights.ctypes.data,
+            residency.ctypes.data, dropped.ctypes.data, n_slots.value), "reading routes")
+        out: list[RouteLoad] = []
+        at = 0
+        for rec in loads[: n_loads.value]:
+            n = rec.n_tokens * rec.k
+            shape = (rec.n_tokens, rec.k)
+            out.append(RouteLoad(
+                layer=rec.layer, phase=Phase(rec.phase), first_step=-1,
+                experts=experts[at: at + n].reshape(shape),
+                weights=weights[at: at + n].reshape(shape),
+                residency=residency[at: at + n].reshape(shape),
+                dropped=dropped[at: at + n].reshape(shape).view(np.bool_)))
+            at += n
+        return out
 
     def take_trace(self) -> list[tuple[int, list[int]]]:
         """Routed (layer, unique expert ids) per load since the last call (needs trace=True)."""
