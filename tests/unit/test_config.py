@@ -53,7 +53,8 @@ def test_attribute_names_are_the_engine_contract() -> None:
         "model", "n_ctx", "n_batch", "n_ubatch", "n_threads", "chat_template", "chat_template_file",
         "temp", "top_k", "top_p", "seed", "n_predict", "think", "system_prompt",
         "moe_stream", "cache_mb", "cache_auto", "cache_floor_mb", "cache_ceil_mb", "io_threads",
-        "o_direct", "dense_weights", "n_expert_used", "kv_pool_mb", "kv_disk_mb"]
+        "o_direct", "dense_weights", "n_expert_used", "drop_cold_frac", "drop_renorm",
+        "drop_prefill", "kv_pool_mb", "kv_disk_mb"]
 
 
 @pytest.mark.parametrize("s", SETTINGS, ids=lambda s: s.name)

@@ -78,6 +78,8 @@ class TurnLoop:
     def run(self, turn: Turn, on_token: OnToken | None, on_prefill: OnPrefill | None
             ) -> GenerateResult:
         p = self._p
+        if p.streaming is not None:
+            p.streaming.start_prefill()  # the phase decides whether dropping is armed
         prefill_start = time.perf_counter_ns()
         ended = self._prefill(turn, on_prefill)
         if ended is not None:

@@ -115,6 +115,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE messages ADD COLUMN owner TEXT NOT NULL DEFAULT '';
     ALTER TABLE schema_version ADD COLUMN app_version TEXT NOT NULL DEFAULT '';
     """,
+    # 3: the per-token drop counters (cache-aware expert dropping); -1 = dropping was off.
+    """
+    ALTER TABLE run_tokens ADD COLUMN experts_routed INTEGER NOT NULL DEFAULT -1;
+    ALTER TABLE run_tokens ADD COLUMN experts_dropped INTEGER NOT NULL DEFAULT -1;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
