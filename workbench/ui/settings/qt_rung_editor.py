@@ -25,7 +25,7 @@ class QtRungEditor(QWidget):
         for value, label in setting.rungs:
             self.combo.addItem(label, value)
         self._n_rungs = len(setting.rungs)
-        self.combo.activated.connect(lambda _: self.changed.emit(self.value()))
+        self.combo.currentIndexChanged.connect(lambda _: self.changed.emit(self.value()))
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.combo)
