@@ -111,6 +111,7 @@ struct wb_route_load {
     int32_t phase;     // 0 prefill, 1 decode (as last set with wb_streamer_set_phase)
     int32_t n_tokens;
     int32_t k;         // effective top-k
+    int32_t first_step;  // context position of the first token routed; -1 if unattributable
 };
 
 WB_API struct wb_streamer * wb_streamer_new(const char * const * paths, int32_t n_paths,
@@ -132,6 +133,9 @@ WB_API int32_t wb_streamer_set_budget(struct wb_streamer * s, int64_t bytes);
 // What the next decodes are: 0 prefill (the prompt), 1 decode (generated tokens). Dropping is
 // armed only for decodes unless drop_prefill; route records carry the phase.
 WB_API void wb_streamer_set_phase(struct wb_streamer * s, int32_t phase);
+// Context position of the first token of the next decode call (-1: unknown). Later compute
+// batches advance it by their token count; route records carry it (first_step).
+WB_API void wb_streamer_set_position(struct wb_streamer * s, int64_t position);
 // Fraction (0..1) of the dense weights' pages resident in RAM (mincore), or -1 if unmeasurable.
 WB_API double wb_streamer_dense_resident_frac(const struct wb_streamer * s);
 WB_API void wb_streamer_counters(const struct wb_streamer * s, struct wb_stream_counters * out);

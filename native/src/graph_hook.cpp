@@ -73,6 +73,19 @@ bool Streamer::eval(ggml_tensor * t, bool ask) {
     return ask ? false : true;
 }
 
+int32_t Streamer::first_step(int il, int64_t n_tokens) {
+    if (il <= last_topk_il_) {  // a new compute batch
+        batch_first_ = next_position_;
+        batch_tokens_ = n_tokens;
+        if (next_position_ >= 0) next_position_ += n_tokens;
+    }
+    last_topk_il_ = il;
+    if (batch_first_ < 0 || n_tokens == 0 || n_tokens > batch_tokens_) return -1;
+    // A layer routing fewer rows than the batch has (the last one, where llama.cpp keeps only
+    // the rows whose logits are read) routes the batch's final positions.
+    return static_cast<int32_t>(batch_first_ + batch_tokens_ - n_tokens);
+}
+
 void Streamer::on_topk(int il, ggml_tensor * topk) {
     close_pending();
     const uint64_t t0 = now_ns();
@@ -98,10 +111,11 @@ void Streamer::on_topk(int il, ggml_tensor * topk) {
     }
     if (params_.drop_frac > 0.0f) c_.experts_routed += static_cast<uint64_t>(k * n_tokens);
     pending_ = Pending{};
+    const int32_t step = first_step(il, n_tokens);
     if (trace_) {
         pending_.route = static_cast<int64_t>(route_loads_.size());
         pending_.route_slot0 = route_experts_.size();
-        route_loads_.push_back({il, phase_, static_cast<int32_t>(n_tokens), static_cast<int32_t>(k)});
+        route_loads_.push_back({il, phase_, static_cast<int32_t>(n_tokens), static_cast<int32_t>(k), step});
         route_experts_.insert(route_experts_.end(), ids_flat_.begin(), ids_flat_.end());
         route_weights_.insert(route_weights_.end(), ids_flat_.size(),
                               std::numeric_limits<float>::quiet_NaN());

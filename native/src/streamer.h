@@ -48,6 +48,10 @@ public:
     }
     void set_budget(int64_t bytes) { cache_.set_budget(bytes, c_); }
     void set_phase(int32_t phase) { phase_ = phase; }
+    void set_position(int64_t position) {
+        next_position_ = position;
+        last_topk_il_ = kNoLayer;  // the next topk node starts a compute batch
+    }
     double dense_resident_frac() const { return dense_.resident_frac(); }
     void counters(wb_stream_counters * out) const { *out = c_; }
     size_t take_trace(int32_t * buf, size_t cap);
@@ -82,6 +86,14 @@ private:
     ExpertCache cache_;
     DenseWeights dense_;
     int32_t phase_ = 0;  // 0 prefill, 1 decode (wb_streamer_set_phase)
+    // Positions for route records: a compute batch (ubatch) starts where the layer index stops
+    // increasing; its first MoE layer routes all its tokens.
+    static constexpr int kNoLayer = 1 << 30;
+    int64_t next_position_ = -1;   // first position of the next compute batch, -1 unknown
+    int64_t batch_first_ = -1;     // of the current one
+    int64_t batch_tokens_ = 0;
+    int last_topk_il_ = kNoLayer;
+    int32_t first_step(int il, int64_t n_tokens);
 
     // The layer whose routing was read at its topk node and is still open: its weights are read
     // at the weight nodes, and (drop armed, terminal known) its load waits for the terminal one.

@@ -70,6 +70,8 @@ int32_t wb_streamer_set_budget(wb_streamer * s, int64_t bytes) {
 
 void wb_streamer_set_phase(wb_streamer * s, int32_t phase) { s->impl.set_phase(phase); }
 
+void wb_streamer_set_position(wb_streamer * s, int64_t position) { s->impl.set_position(position); }
+
 int32_t wb_streamer_routes_pending(const wb_streamer * s, uint64_t * n_loads, uint64_t * n_slots) {
     return wb::guarded([&] { s->impl.routes_pending(n_loads, n_slots); return 0; });
 }

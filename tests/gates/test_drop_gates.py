@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.gates.test_streaming_gates import PROMPT as PROMPT_TEXT
 from tests.gates.test_streaming_gates import Run, _config, _generate, assert_identical, model
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import Session
@@ -131,6 +132,51 @@ def test_route_records_carry_weights_residency_and_drops_consistent_with_the_rul
                 assert res[j] == Residency.MISS and w[j] < frac / x.top_k
         dropped_total += int(x.dropped.sum())
     assert dropped_total == _counters(r).experts_dropped > 0
+
+
+def test_multi_token_batches_drop_by_the_rule_and_never_touch_an_unloaded_expert(
+        model, monkeypatch):
+    # Prefill micro-batches of 4 tokens: the weight nodes are [1, k, 4] and the ids a strided
+    # view, so the per-row gather, the edit and the repointing are exercised across rows. The
+    # second turn's prompt is dropped (the terminals were learned in the first).
+    monkeypatch.setattr(ExpertStreamer, "debug_flags", DEBUG_POISON_UNLOADED)
+    config = _config(model, drop_cold_frac=1.0, drop_prefill=True, n_batch=8, n_ubatch=4,
+                     **EVICTING)
+    with Session.open(config, trace_routing=True) as s:
+        first = _generate(s)
+        second = _generate(s, " And then the second turn continues with more words")
+        loads = s.streaming.streamer.take_routes()
+        c = s.streaming.streamer.counters()
+    assert _finite(first) and _finite(second)
+    wide = [x for x in loads if x.phase == Phase.PREFILL and x.n_tokens > 1]
+    assert wide and any(x.dropped.any() for x in wide)
+    for x in loads:
+        for w, res, drop in zip(x.weights, x.residency, x.dropped, strict=True):
+            assert not drop[int(np.argmax(w))]
+            assert all(res[j] == Residency.MISS and w[j] < 1.0 / x.top_k
+                       for j in np.flatnonzero(drop))
+    assert sum(int(x.dropped.sum()) for x in loads) == c.experts_dropped
+
+
+def test_route_records_carry_the_context_position_of_their_tokens(model):
+    config = _config(model, n_batch=8, n_ubatch=4, **EVICTING)
+    with Session.open(config, trace_routing=True) as s:
+        result = s.generate(GenerateRequest(text=PROMPT_TEXT))
+        loads = s.streaming.streamer.take_routes()
+    n_prompt, n_gen = result.summary.n_prompt, result.summary.n_generated
+    first_layer, last_layer = min(x.layer for x in loads), max(x.layer for x in loads)
+    prefill = [x for x in loads if x.layer == first_layer and x.phase == Phase.PREFILL]
+    # Every prompt token once, in 4-token compute batches at their positions.
+    assert [x.first_step for x in prefill] == list(range(0, n_prompt, 4))
+    assert sum(x.n_tokens for x in prefill) == n_prompt
+    decode = [x for x in loads if x.layer == first_layer and x.phase == Phase.DECODE]
+    assert [x.first_step for x in decode] == list(range(n_prompt, n_prompt + n_gen))
+    # The last layer routes only the rows whose logits are read: each 8-token prefill chunk's
+    # final token, in the second compute batch of the chunk.
+    tail = [x for x in loads if x.layer == last_layer and x.phase == Phase.PREFILL]
+    assert [(x.n_tokens, x.first_step) for x in tail if x.n_tokens] == [
+        (1, min(start + 8, n_prompt) - 1) for start in range(0, n_prompt, 8)]
+    assert all(x.first_step == -1 for x in tail if x.n_tokens == 0)
 
 
 def test_residency_in_the_records_matches_the_cache_counters(model, run):

@@ -71,7 +71,8 @@ class WbStreamCounters(ctypes.Structure):
 class WbRouteLoad(ctypes.Structure):
     """Mirror of `struct wb_route_load`."""
 
-    _fields_ = [(name, ctypes.c_int32) for name in ("layer", "phase", "n_tokens", "k")]
+    _fields_ = [(name, ctypes.c_int32)
+                for name in ("layer", "phase", "n_tokens", "k", "first_step")]
 
 
 # The native library's own structs, checked by size at load like llama.h's.
@@ -114,6 +115,7 @@ def _bind(lib: ctypes.CDLL) -> None:
             [c.c_void_p, c.c_char_p, c.c_int32, c.c_uint64, c.c_uint64], c.c_int32),
         "wb_streamer_set_budget": ([c.c_void_p, c.c_int64], c.c_int32),
         "wb_streamer_set_phase": ([c.c_void_p, c.c_int32], None),
+        "wb_streamer_set_position": ([c.c_void_p, c.c_int64], None),
         "wb_streamer_routes_pending": (
             [c.c_void_p, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)], c.c_int32),
         "wb_streamer_take_routes": (

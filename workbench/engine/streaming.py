@@ -127,9 +127,15 @@ class StreamingRuntime:
         """Called before a prompt is read: dropping stays off there unless drop_prefill."""
         self.streamer.set_phase(Phase.PREFILL)
 
-    def start_generation(self) -> None:
-        """Called after the prefill: per-token deltas and the summary start here."""
+    def set_position(self, position: int) -> None:
+        """The context position the next decode call starts at (for route records)."""
+        self.streamer.set_position(position)
+
+    def start_generation(self, position: int = -1) -> None:
+        """Called after the prefill: per-token deltas and the summary start here. `position` is
+        where the first generated token goes in the context (route records)."""
         self.streamer.set_phase(Phase.DECODE)
+        self.streamer.set_position(position)
         self._last = self._gen_start = self.streamer.counters()
         # The map shows generated tokens only: the prompt's routings would swamp it.
         self._map_last = self._expert_map()

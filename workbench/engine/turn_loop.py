@@ -96,7 +96,7 @@ class TurnLoop:
         prev_end = prefill_end
         stop, error = StopReason.LENGTH, ""
         if streaming is not None:
-            streaming.start_generation()
+            streaming.start_generation(len(kv.tokens))
         while len(rows) < turn.n_predict:
             if model.is_eog(tok):
                 stop = StopReason.EOS
@@ -174,6 +174,8 @@ class TurnLoop:
                 self._rollback(turn)
                 return GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
             chunk = suffix[done: done + ctx.n_batch]
+            if p.streaming is not None:
+                p.streaming.set_position(len(kv.tokens))
             rc = ctx.decode(chunk)
             if rc != 0 and p.abort.fatal:
                 kv.clear()

@@ -195,11 +195,17 @@ class ExpertStreamer:
         """What the next decodes are (dropping is armed for decodes; records carry it)."""
         self._lib.wb_streamer_set_phase(self._ptr, int(phase))
 
+    def set_position(self, position: int) -> None:
+        """Context position of the next decode call's first token (route records' first_step);
+        the native side advances it over the call's compute batches. -1: unknown."""
+        self._lib.wb_streamer_set_position(self._ptr, position)
+
     def take_routes(self) -> list[RouteLoad]:
         """The routing of every layer load since the last call (needs trace=True), in order.
 
-        `first_step` is -1: the native side does not know context positions; the session that
-        knows the batch fills it where it can."""
+        `first_step` is the context position of the load's first token as last set with
+        `set_position` (the session sets it per prefill chunk and at the generation's start), -1
+        where unattributable (a load that routed no token, or no position was set)."""
         n_loads, n_slots = ctypes.c_uint64(), ctypes.c_uint64()
         self._check(self._lib.wb_streamer_routes_pending(self._ptr, ctypes.byref(n_loads),
                                                          ctypes.byref(n_slots)), "reading routes")
@@ -217,7 +223,7 @@ class ExpertStreamer:
             n = rec.n_tokens * rec.k
             shape = (rec.n_tokens, rec.k)
             out.append(RouteLoad(
-                layer=rec.layer, phase=Phase(rec.phase), first_step=-1,
+                layer=rec.layer, phase=Phase(rec.phase), first_step=rec.first_step,
                 experts=experts[at: at + n].reshape(shape),
                 weights=weights[at: at + n].reshape(shape),
                 residency=residency[at: at + n].reshape(shape),
