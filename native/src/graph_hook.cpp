@@ -104,7 +104,7 @@ void Streamer::on_topk(int il, ggml_tensor * topk) {
             const size_t slot = static_cast<size_t>(tok * k + j);
             ids_flat_[slot] = e;
             // Residency before the load: what the drop rule and the route record see.
-            resident_flat_[slot] = cache_.resident(il, e) ? 1 : 0;
+            resident_flat_[slot] = want_weights && cache_.resident(il, e) ? 1 : 0;
             ++c_.routed;
             cache_.note_routed(il, e);
         }
