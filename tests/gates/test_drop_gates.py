@@ -217,3 +217,14 @@ def test_open_warns_about_dropping_at_a_small_top_k(model):
                               drop_cold_frac=0.75)) as s:
         assert any("Dropping cold experts at 75% with top-k 2" in w for w in s.warnings)
         s.generate(GenerateRequest(text="Hi"))
+
+
+@pytest.mark.parametrize(("budget", "frac", "message"), [
+    (-1, 0.5, "needs the expert cache"), (1 << 20, float("nan"), "between 0 and 1"),
+    (1 << 20, 1.5, "between 0 and 1")])
+def test_the_native_streamer_refuses_a_drop_policy_it_cannot_honour(model, budget, frac, message):
+    from workbench.moe.streamer import DropPolicy, StreamerError
+
+    with pytest.raises(StreamerError, match=message):
+        ExpertStreamer([model], lanes=1, o_direct=False, budget_bytes=budget,
+                       drop=DropPolicy(frac))
