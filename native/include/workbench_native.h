@@ -139,8 +139,6 @@ WB_API void wb_streamer_set_position(struct wb_streamer * s, int64_t position);
 // Fraction (0..1) of the dense weights' pages resident in RAM (mincore), or -1 if unmeasurable.
 WB_API double wb_streamer_dense_resident_frac(const struct wb_streamer * s);
 WB_API void wb_streamer_counters(const struct wb_streamer * s, struct wb_stream_counters * out);
-// Routed ids recorded since the last call, as [layer, n, id_1..id_n] groups; returns ints copied.
-WB_API int32_t wb_streamer_take_trace(struct wb_streamer * s, int32_t * buf, int32_t cap);
 // Route records since the last take (needs trace): how many loads and slots are pending.
 WB_API int32_t wb_streamer_routes_pending(const struct wb_streamer * s, uint64_t * n_loads,
                                           uint64_t * n_slots);

@@ -248,11 +248,6 @@ void Streamer::load_now(int il) {
         seen_[static_cast<size_t>(e)] = 1;
         ids_.push_back(e);
     }
-    if (trace_) {
-        trace_buf_.push_back(il);
-        trace_buf_.push_back(static_cast<int32_t>(ids_.size()));
-        for (int64_t e : ids_) trace_buf_.push_back(static_cast<int32_t>(e));
-    }
     c_.mgmt_ns += now_ns() - t0;
     cache_.load(il, ids_, *files_, c_);
 }

@@ -32,13 +32,6 @@ void Streamer::activate() {
     mode_ = Mode::Stream;
 }
 
-size_t Streamer::take_trace(int32_t * buf, size_t cap) {
-    const size_t n = trace_buf_.size() < cap ? trace_buf_.size() : cap;
-    std::memcpy(buf, trace_buf_.data(), n * sizeof(int32_t));
-    trace_buf_.erase(trace_buf_.begin(), trace_buf_.begin() + static_cast<std::ptrdiff_t>(n));
-    return n;
-}
-
 void Streamer::routes_pending(uint64_t * n_loads, uint64_t * n_slots) const {
     *n_loads = route_loads_.size();
     *n_slots = route_experts_.size();

@@ -54,7 +54,6 @@ public:
     }
     double dense_resident_frac() const { return dense_.resident_frac(); }
     void counters(wb_stream_counters * out) const { *out = c_; }
-    size_t take_trace(int32_t * buf, size_t cap);
     void routes_pending(uint64_t * n_loads, uint64_t * n_slots) const;
     void take_routes(wb_route_load * loads, uint64_t max_loads, int32_t * experts, float * weights,
                      int8_t * residency, uint8_t * dropped, uint64_t max_slots);
@@ -117,7 +116,6 @@ private:
 
     wb_stream_counters c_{};
     bool trace_ = false;
-    std::vector<int32_t> trace_buf_;  // [layer, n, ids...] per load (take_trace)
     std::vector<wb_route_load> route_loads_;
     std::vector<int32_t> route_experts_;
     std::vector<float> route_weights_;

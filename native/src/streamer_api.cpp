@@ -91,12 +91,6 @@ double wb_streamer_dense_resident_frac(const wb_streamer * s) {
 
 void wb_streamer_counters(const wb_streamer * s, wb_stream_counters * out) { s->impl.counters(out); }
 
-int32_t wb_streamer_take_trace(wb_streamer * s, int32_t * buf, int32_t cap) {
-    return wb::guarded([&] {
-        return static_cast<int>(s->impl.take_trace(buf, cap > 0 ? static_cast<size_t>(cap) : 0));
-    });
-}
-
 int32_t wb_streamer_layer_experts(const wb_streamer * s, int64_t * out, int32_t cap) {
     return wb::guarded([&] {
         if (out == nullptr && cap > 0) throw std::invalid_argument("no output buffer given");

@@ -205,6 +205,24 @@ def test_residency_in_the_records_matches_the_cache_counters(model, run):
     assert all(np.isfinite(x.weights).all() for x in loads)  # recording reads the weights too
 
 
+def test_an_lru_replay_of_the_dropped_run_matches_the_engine(model, run):
+    # take_trace() is derived from the route records (a dropped slot looked up as its row's top
+    # expert); an independent LRU over it must see what the engine's cache counted.
+    from tests.gates.lru_replay import replay_lru
+
+    r = run(model, trace=True, drop_cold_frac=1.0, drop_prefill=True, **EVICTING)
+    runtime = r.session.streaming
+    loads = runtime.streamer.take_trace()
+    entry_bytes: dict[int, int] = {}
+    for t in runtime.experts:
+        entry_bytes[t.layer] = entry_bytes.get(t.layer, 0) + t.expert_stride
+    steps = list(replay_lru(loads, entry_bytes, 1 << 20))
+    c = runtime.streamer.counters()
+    assert c.experts_dropped > 0
+    assert (c.lookups, c.hits) == (sum(s.lookups for s in steps), sum(s.hits for s in steps))
+    assert c.read_bytes == c.requested_bytes == sum(s.missed_bytes for s in steps)
+
+
 def test_validate_refuses_dropping_without_the_cache(model):
     from workbench.engine.requests import SessionError
 

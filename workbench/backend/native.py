@@ -123,7 +123,6 @@ def _bind(lib: ctypes.CDLL) -> None:
              c.c_void_p, c.c_uint64], c.c_int32),
         "wb_streamer_dense_resident_frac": ([c.c_void_p], c.c_double),
         "wb_streamer_counters": ([c.c_void_p, c.POINTER(WbStreamCounters)], None),
-        "wb_streamer_take_trace": ([c.c_void_p, c.POINTER(c.c_int32), c.c_int32], c.c_int32),
         "wb_streamer_layer_experts": ([c.c_void_p, c.POINTER(c.c_int64), c.c_int32], c.c_int32),
         "wb_streamer_expert_map": ([c.c_void_p, c.c_int32, c.c_int32, c.c_void_p, c.c_void_p],
                                    c.c_int32),

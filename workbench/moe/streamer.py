@@ -80,6 +80,18 @@ class ExpertMapSnapshot:
     cached: bool  # an LRU cache exists; without one nothing stays resident (all False)
 
 
+def looked_up(route: RouteLoad) -> list[int]:
+    """The distinct experts a load looked up, in the native cache's order: first seen over the
+    slots, token-major, a dropped slot counting as its row's top-weighted expert (the policy
+    repointed it there; the first maximum, as the native rule picks it)."""
+    ids = route.experts.copy()
+    for t in np.flatnonzero(route.dropped.any(axis=1)) if route.dropped.size else ():
+        ids[t][route.dropped[t]] = ids[t][int(np.argmax(route.weights[t]))]
+    flat = ids.reshape(-1)
+    _, first = np.unique(flat, return_index=True)
+    return [int(e) for e in flat[np.sort(first)]]
+
+
 class StreamerError(RuntimeError):
     """The streamer could not be set up or failed while reading; the message says why."""
 
@@ -232,21 +244,9 @@ class ExpertStreamer:
         return out
 
     def take_trace(self) -> list[tuple[int, list[int]]]:
-        """Routed (layer, unique expert ids) per load since the last call (needs trace=True)."""
-        out: list[int] = []
-        buf = (ctypes.c_int32 * 65536)()
-        while True:
-            n = self._lib.wb_streamer_take_trace(self._ptr, buf, len(buf))
-            if n <= 0:
-                break
-            out.extend(buf[:n])
-        loads: list[tuple[int, list[int]]] = []
-        i = 0
-        while i < len(out):
-            layer, k = out[i], out[i + 1]
-            loads.append((layer, out[i + 2: i + 2 + k]))
-            i += 2 + k
-        return loads
+        """(layer, distinct expert ids looked up) per load since the last take, in the cache's
+        order (needs trace=True). Derived from `take_routes()`, which it consumes."""
+        return [(route.layer, looked_up(route)) for route in self.take_routes()]
 
     def layer_experts(self) -> np.ndarray:
         """Experts the streamer manages per layer index (0 for a dense layer), up to the last
