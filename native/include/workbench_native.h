@@ -76,7 +76,8 @@ struct wb_streamer_params {
     float drop_frac;
     int32_t drop_renorm;         // scale the survivors back to the row's total weight
     int32_t drop_prefill;        // also drop while reading the prompt (default: decode only)
-    int32_t debug_flags;         // tests only: 1 = poison unloaded slices (0xFF), 2 = no repoint
+    int32_t debug_flags;         // tests only: 1 = poison unloaded slices (0xFF), 2 = no repoint,
+                                 // 4 = learn a terminal weight node that never appears
 };
 
 // Monotonic counters (except the *_now and demand fields). Times in ns, sizes in bytes.

@@ -188,7 +188,9 @@ void Streamer::close_pending() {
     if (pending_.deferred) {
         late_load();  // only reached when no expert matmul of the layer was seen either
     } else if (pending_.last_variant >= 0 && terminal_[static_cast<size_t>(pending_.il)] < 0) {
-        terminal_[static_cast<size_t>(pending_.il)] = static_cast<int8_t>(pending_.last_variant);
+        const bool lost = (params_.debug_flags & kDebugLostTerminal) != 0;
+        terminal_[static_cast<size_t>(pending_.il)] =
+            static_cast<int8_t>(lost ? kWeightVariants : pending_.last_variant);
     }
     pending_ = Pending{};
 }

@@ -29,6 +29,7 @@ namespace wb {
 // Test-only switches (wb_streamer_params.debug_flags).
 constexpr int32_t kDebugPoison = 1;       // unloaded expert slices hold 0xFF (NaN): a read shows
 constexpr int32_t kDebugNoRepoint = 2;    // dropped slots keep their id (the guard's control)
+constexpr int32_t kDebugLostTerminal = 4; // learn a terminal no graph has (the late-load path)
 
 class Streamer {
 public:

@@ -19,7 +19,12 @@ from tests.gates.test_streaming_gates import Run, _config, _generate, assert_ide
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import Session
 from workbench.moe.routes import Phase, Residency
-from workbench.moe.streamer import DEBUG_NO_REPOINT, DEBUG_POISON_UNLOADED, ExpertStreamer
+from workbench.moe.streamer import (
+    DEBUG_LOST_TERMINAL,
+    DEBUG_NO_REPOINT,
+    DEBUG_POISON_UNLOADED,
+    ExpertStreamer,
+)
 
 __all__ = ["model"]  # the module-scoped fixture of the byte-identity gates, reused here
 
@@ -96,6 +101,21 @@ def test_g8b_guard_fails_when_dropped_ids_are_not_repointed(model, run, monkeypa
     broken = run(model, drop_cold_frac=1.0, drop_prefill=True, **EVICTING)
     assert _counters(broken).experts_dropped > 0
     assert not _finite(broken)
+
+
+def test_a_learned_terminal_that_never_appears_loads_the_layer_late_and_undropped(
+        model, run, monkeypatch):
+    # Every layer learns a terminal no graph has: its load waits for a node that never comes and
+    # must happen at the ask of its first expert matmul instead (undropped, before it runs). A
+    # missed load would read poisoned slices (NaN) or zero pages, not these logits.
+    undropped = run(model, **EVICTING)
+    monkeypatch.setattr(ExpertStreamer, "debug_flags",
+                        DEBUG_POISON_UNLOADED | DEBUG_LOST_TERMINAL)
+    lost = run(model, drop_cold_frac=1.0, drop_prefill=True, **EVICTING)
+    assert_identical(undropped, lost)
+    c = _counters(lost)
+    assert c.experts_routed > 0 and c.experts_dropped == 0
+    assert c.examined_weight == 0.0  # no row ever reached the drop rule
 
 
 def test_dropping_is_off_in_prefill_unless_asked(model, run):

@@ -33,6 +33,7 @@ class DropPolicy:
 # Test-only native switches (wb_streamer_params.debug_flags): tests/gates set them.
 DEBUG_POISON_UNLOADED = 1  # unloaded expert slices hold 0xFF bytes (NaN): any read shows
 DEBUG_NO_REPOINT = 2  # dropped slots keep their expert id (the poison guard's negative control)
+DEBUG_LOST_TERMINAL = 4  # every layer learns a terminal weight node that never appears
 
 
 @dataclass(frozen=True, slots=True)
