@@ -86,6 +86,13 @@ class Setting:
     renamed_from: tuple[str, ...] = ()  # old preset keys that still load into this setting
     doc_default: str = ""  # the default as the docs show it, when it depends on the machine
     doc_max: str = ""  # the upper bound as the docs show it, when it depends on the machine
+    # The only values the panel offers, with their labels: ((0.0, "off"), (0.5, "50 %")). The CLI
+    # and presets still take any value in range.
+    rungs: tuple[tuple[Any, str], ...] = ()
+    # A condition beyond `requires` (which names one setting): (its text, its predicate). While
+    # it fails the panel disables the setting at its default and says why; a value off the
+    # default is left editable and validate() explains what is wrong.
+    gate: tuple[str, Callable[[Any], bool]] | None = None
 
     @property
     def flag(self) -> str:
@@ -125,6 +132,17 @@ _GREEDY = ("temp", ">", 0)
 _CHAT = ("chat_template", "==", True)
 _STREAMING = ("moe_stream", "==", True)
 _AUTO_CACHE = ("cache_auto", "==", True)
+_DROPPING = ("drop_cold_frac", ">", 0)
+
+
+def _lru_cache_on(cfg: Any) -> bool:
+    """Expert streaming with the LRU cache: a fixed budget or an automatic one."""
+    return bool(cfg.moe_stream and (cfg.cache_auto or (isinstance(cfg.cache_mb, int)
+                                                       and cfg.cache_mb > 0)))
+
+
+_CACHE_GATE = ("expert streaming is on with the LRU cache (cache_mb > 0 or cache_auto)",
+               _lru_cache_on)
 
 SETTINGS: tuple[Setting, ...] = (
     # Model: everything here is baked into the llama context at open.
@@ -245,6 +263,20 @@ SETTINGS: tuple[Setting, ...] = (
             "Experts each token uses; fewer than the model's top-k is faster and lossy", "load",
             unit="experts", min=0, special=((0, "model default"),),
             max=1024),
+    # Cache-aware dropping (upstream's --drop-cold-experts): lossy, and its output depends on
+    # what the cache held, so it is not reproducible run to run.
+    Setting("drop_cold_frac", "float", 0.0, "Drop cold experts", "Speed / quality",
+            "Skip routed experts that miss the cache and weigh under this share of 1/top-k; lossy",
+            "load", unit="", unit_reason="a share of the mean routing weight 1/top-k",
+            min=0.0, max=1.0, special=((0, "off"),), aliases=("--drop-cold-experts",),
+            metavar="F", rungs=((0.0, "off"), (0.5, "50 %"), (0.75, "75 %"), (1.0, "100 %")),
+            gate=_CACHE_GATE),
+    Setting("drop_renorm", "bool", True, "Renormalise after a drop", "Speed / quality",
+            "Scale a token's kept experts back to the router's total weight after a drop",
+            "load", requires=_DROPPING),
+    Setting("drop_prefill", "bool", False, "Drop while reading the prompt", "Speed / quality",
+            "Also drop cold experts during the prefill (by default only generated tokens drop)",
+            "load", requires=_DROPPING, aliases=("--drop-in-prefill",)),
     # Conversations: per request (resizing the pool needs no reopen).
     Setting("kv_pool_mb", "int", -1, "Conversation memory", "Conversations",
             "Memory for the model state of other conversations, so switching back skips re-reading",
@@ -298,6 +330,9 @@ class Config:
     dense_weights: str = _default("dense_weights")
     lean_load: bool = _default("lean_load")
     n_expert_used: int = _default("n_expert_used")
+    drop_cold_frac: float = _default("drop_cold_frac")
+    drop_renorm: bool = _default("drop_renorm")
+    drop_prefill: bool = _default("drop_prefill")
     kv_pool_mb: int = _default("kv_pool_mb")
     kv_disk_mb: int = _default("kv_disk_mb")
 
@@ -380,7 +415,17 @@ def is_active(s: Setting, cfg: Config) -> bool:
         return False
 
 
+def gate_reason(s: Setting, cfg: Config) -> str:
+    """Why the panel disables a gated setting now: only while its gate fails and it is at its
+    default (a value off it stays editable, so it can be undone; validate() says why)."""
+    if s.gate is None or s.gate[1](cfg) or getattr(cfg, s.name) != s.default:
+        return ""
+    return f"Only used when {s.gate[0]}"
+
+
 def requires_text(s: Setting) -> str:
+    if s.gate is not None:
+        return s.gate[0]
     if s.requires is None:
         return ""
     name, op, want = s.requires
@@ -391,6 +436,8 @@ def requires_text(s: Setting) -> str:
 
 def inactive_reason(s: Setting, cfg: Config) -> str:
     """Why the panel disables this setting right now; "" while it is in use."""
+    if s.gate is not None:
+        return gate_reason(s, cfg)
     if is_active(s, cfg) or s.requires is None:
         return ""
     other = BY_NAME[s.requires[0]]
@@ -532,8 +579,23 @@ def check_one_cache_size(cfg: Config) -> list[Problem]:
                     "cache: set cache_mb to 0 to size it automatically, or turn cache_auto off")]
 
 
+def check_drop_needs_the_cache(cfg: Config) -> list[Problem]:
+    if not _sound(cfg, "drop_cold_frac") or cfg.drop_cold_frac == 0 or _lru_cache_on(cfg):
+        return []
+    frac = f"drop_cold_frac={cfg.drop_cold_frac:g}"
+    if not cfg.moe_stream:
+        why = ("expert streaming is off, so every expert is resident and none is a cache miss: "
+               "there is nothing cold to drop")
+    else:
+        why = ("the expert cache is off, so every routed expert is a miss and the policy would "
+               "be an unconditional cut of low-weight experts, not a cache-aware drop")
+    return [Problem("drop_cold_frac", f"{frac} drops routed experts that miss the expert cache, "
+                    f"but {why}. Stream with a cache (--moe-stream with --cache-mb N or "
+                    "--cache-auto), or set --drop-cold-experts 0")]
+
+
 RULES: list[Rule] = [check_types, check_ranges, check_ubatch_fits_context, check_reply_fits_context,
-                     check_one_cache_size]
+                     check_one_cache_size, check_drop_needs_the_cache]
 
 
 def validate(cfg: Config) -> list[Problem]:

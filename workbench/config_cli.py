@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser, groups: Iterable[str] | None 
 
 def _help(s: Setting) -> str:
     notes = [specials_text(s, skip=s.default), f"default: {format_value(s, s.default, unit=True)}",
-             f"only used when {requires_text(s)}" if s.requires else ""]
+             f"only used when {requires_text(s)}" if s.requires or s.gate else ""]
     text = f"{s.help} ({'; '.join(n for n in notes if n)})"
     return text.replace("%", "%%")  # argparse %-formats help strings
 

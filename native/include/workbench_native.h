@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 // Bumped whenever an exported signature or struct changes; the Python binding refuses a mismatch.
-#define WB_ABI_VERSION 3
+#define WB_ABI_VERSION 4
 
 struct llama_context;
 struct ggml_tensor;
@@ -41,6 +41,10 @@ WB_API int32_t wb_loaded_libllama_path(char * buf, size_t buf_size);
 WB_API size_t wb_sizeof_llama_context_params(void);
 WB_API size_t wb_sizeof_llama_model_params(void);
 WB_API size_t wb_sizeof_llama_batch(void);
+// sizeof() of this header's structs as compiled here; the binding compares them with its mirror.
+WB_API size_t wb_sizeof_streamer_params(void);
+WB_API size_t wb_sizeof_stream_counters(void);
+WB_API size_t wb_sizeof_route_load(void);
 
 // ---- cancellation ----------------------------------------------------------------------------
 // An atomic flag that llama.cpp polls after every graph node: cancelling never runs Python there.
@@ -66,7 +70,14 @@ struct wb_streamer_params {
     int32_t io_lanes;            // parallel readers, 1..8
     int32_t o_direct;            // try O_DIRECT (verified at open; falls back to buffered)
     int64_t cache_budget_bytes;  // < 0: no cache (shared slots, every routed slice re-read)
-    int32_t trace;               // record routed ids per load (tests, replay)
+    int32_t trace;               // record the routing of every load (tests, route traces)
+    // Cache-aware dropping: a routed slot is skipped when it is not the row's top expert, a cache
+    // miss, and weighted below drop_frac / top-k. 0 = off; needs the cache (budget >= 0).
+    float drop_frac;
+    int32_t drop_renorm;         // scale the survivors back to the row's total weight
+    int32_t drop_prefill;        // also drop while reading the prompt (default: decode only)
+    int32_t debug_flags;         // tests only: 1 = poison unloaded slices (0xFF), 2 = no repoint,
+                                 // 4 = learn a terminal weight node that never appears
 };
 
 // Monotonic counters (except the *_now and demand fields). Times in ns, sizes in bytes.
@@ -86,8 +97,22 @@ struct wb_stream_counters {
     uint64_t token_demand;     // distinct expert bytes of the last full pass over the layers
     uint64_t layer_demand;     // widest layer of that pass
     uint64_t resizes;
+    uint64_t experts_routed;   // routed slots while dropping is on (prefill included)
+    uint64_t experts_dropped;  // of those, slots the policy dropped
     int32_t o_direct;          // O_DIRECT really in use
     int32_t lanes;
+    double dropped_weight;     // router weight of the dropped slots
+    double examined_weight;    // router weight of every slot the drop rule examined
+};
+
+// The routing of one layer load (one topk node), as take_routes returns it. Its slots follow in
+// the flat arrays, token-major (n_tokens x k), in router rank order.
+struct wb_route_load {
+    int32_t layer;
+    int32_t phase;     // 0 prefill, 1 decode (as last set with wb_streamer_set_phase)
+    int32_t n_tokens;
+    int32_t k;         // effective top-k
+    int32_t first_step;  // context position of the first token routed; -1 if unattributable
 };
 
 WB_API struct wb_streamer * wb_streamer_new(const char * const * paths, int32_t n_paths,
@@ -106,11 +131,24 @@ WB_API int32_t wb_streamer_activate(struct wb_streamer * s);
 WB_API int32_t wb_streamer_dense_anon(struct wb_streamer * s, const char * name, int32_t file,
                                       uint64_t offset, uint64_t nbytes);
 WB_API int32_t wb_streamer_set_budget(struct wb_streamer * s, int64_t bytes);
+// What the next decodes are: 0 prefill (the prompt), 1 decode (generated tokens). Dropping is
+// armed only for decodes unless drop_prefill; route records carry the phase.
+WB_API void wb_streamer_set_phase(struct wb_streamer * s, int32_t phase);
+// Context position of the first token of the next decode call (-1: unknown). Later compute
+// batches advance it by their token count; route records carry it (first_step).
+WB_API void wb_streamer_set_position(struct wb_streamer * s, int64_t position);
 // Fraction (0..1) of the dense weights' pages resident in RAM (mincore), or -1 if unmeasurable.
 WB_API double wb_streamer_dense_resident_frac(const struct wb_streamer * s);
 WB_API void wb_streamer_counters(const struct wb_streamer * s, struct wb_stream_counters * out);
-// Routed ids recorded since the last call, as [layer, n, id_1..id_n] groups; returns ints copied.
-WB_API int32_t wb_streamer_take_trace(struct wb_streamer * s, int32_t * buf, int32_t cap);
+// Route records since the last take (needs trace): how many loads and slots are pending.
+WB_API int32_t wb_streamer_routes_pending(const struct wb_streamer * s, uint64_t * n_loads,
+                                          uint64_t * n_slots);
+// Copies every pending record out and clears them. Per slot: expert id, final router weight (NaN
+// where the weight node was not read), residency before the load (1 hit, 0 miss, -1 no cache)
+// and whether the drop policy discarded it. Buffers must hold what routes_pending said.
+WB_API int32_t wb_streamer_take_routes(struct wb_streamer * s, struct wb_route_load * loads,
+                                       uint64_t max_loads, int32_t * experts, float * weights,
+                                       int8_t * residency, uint8_t * dropped, uint64_t max_slots);
 // Experts of each layer the streamer manages, by layer index (0 = dense or not captured), into
 // out[0..cap); returns the number of layers (the last MoE layer + 1), or -1.
 WB_API int32_t wb_streamer_layer_experts(const struct wb_streamer * s, int64_t * out, int32_t cap);

@@ -33,5 +33,8 @@ int32_t wb_loaded_libllama_path(char * buf, size_t buf_size) {
 size_t wb_sizeof_llama_context_params(void) { return sizeof(llama_context_params); }
 size_t wb_sizeof_llama_model_params(void) { return sizeof(llama_model_params); }
 size_t wb_sizeof_llama_batch(void) { return sizeof(llama_batch); }
+size_t wb_sizeof_streamer_params(void) { return sizeof(wb_streamer_params); }
+size_t wb_sizeof_stream_counters(void) { return sizeof(wb_stream_counters); }
+size_t wb_sizeof_route_load(void) { return sizeof(wb_route_load); }
 
 }  // extern "C"

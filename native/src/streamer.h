@@ -5,14 +5,20 @@
 // position, from the GGUF) -> activate (expert tensors' data is rebound onto memory we own) ->
 // stream (the eval callback isolates each `ffn_moe_topk-<il>` node, reads the routed expert ids
 // and makes exactly those slices resident before the expert matmuls run).
+//
+// The parts, one job each: graph_hook.cpp (the eval callback: capture, ask/eval, the drop
+// decision point and route recording), expert_cache.cpp (LRU, budget, residency, eviction,
+// activity map), reader.cpp (lanes, O_DIRECT), dense.cpp (dense weights), drop_policy.cpp (the
+// per-row drop rule), node_names.cpp (graph and tensor names). This file's class ties them up.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "dense.h"
+#include "expert_cache.h"
 #include "reader.h"
 #include "workbench_native.h"
 
@@ -20,96 +26,102 @@ struct ggml_tensor;
 
 namespace wb {
 
-struct Projection {
-    ggml_tensor * tensor = nullptr;
-    std::string name;
-    uint64_t stride = 0;       // bytes of one expert (nb[2])
-    int32_t file = -1;         // shard index
-    uint64_t offset = 0;       // absolute file offset of the tensor's data
-    uint8_t * region = nullptr;  // memory the tensor is rebound to
-    uint8_t * reservation = nullptr;  // the mapping region lies in (LRU mode)
-    void * original = nullptr;   // the mmap address llama.cpp gave it
-};
-
-struct Layer {
-    std::vector<Projection> projs;
-    int64_t n_expert = 0;
-    uint64_t entry_bytes = 0;  // one expert across all projections
-};
+// Test-only switches (wb_streamer_params.debug_flags).
+constexpr int32_t kDebugPoison = 1;       // unloaded expert slices hold 0xFF (NaN): a read shows
+constexpr int32_t kDebugNoRepoint = 2;    // dropped slots keep their id (the guard's control)
+constexpr int32_t kDebugLostTerminal = 4; // learn a terminal no graph has (the late-load path)
 
 class Streamer {
 public:
     Streamer(const std::vector<std::string> & paths, const wb_streamer_params & params);
-    ~Streamer();
+    ~Streamer() = default;
 
     bool eval(ggml_tensor * t, bool ask);
 
     void capture_begin();
     void capture_end();
-    std::vector<std::string> captured_expert_names() const;
+    std::vector<std::string> captured_expert_names() const { return cache_.names(); }
     void bind_expert(const std::string & name, int32_t file, uint64_t offset, uint64_t nbytes,
-                     int64_t n_expert);
+                     int64_t n_expert) { cache_.bind(name, file, offset, nbytes, n_expert); }
     void activate();
-    uint64_t dense_anon(const std::string & name, int32_t file, uint64_t offset, uint64_t nbytes);
-    void set_budget(int64_t bytes);
-    double dense_resident_frac() const;
-    void counters(wb_stream_counters * out) const;
-    size_t take_trace(int32_t * buf, size_t cap);
-    size_t layer_experts(int64_t * out, size_t cap) const;
+    uint64_t dense_anon(const std::string & name, int32_t file, uint64_t offset, uint64_t nbytes) {
+        return dense_.read_anon(name, file, offset, nbytes, *files_);
+    }
+    void set_budget(int64_t bytes) { cache_.set_budget(bytes, c_); }
+    void set_phase(int32_t phase) { phase_ = phase; }
+    void set_position(int64_t position) {
+        next_position_ = position;
+        last_topk_il_ = kNoLayer;  // the next topk node starts a compute batch
+    }
+    double dense_resident_frac() const { return dense_.resident_frac(); }
+    void counters(wb_stream_counters * out) const { *out = c_; }
+    void routes_pending(uint64_t * n_loads, uint64_t * n_slots) const;
+    void take_routes(wb_route_load * loads, uint64_t max_loads, int32_t * experts, float * weights,
+                     int8_t * residency, uint8_t * dropped, uint64_t max_slots);
+    size_t layer_experts(int64_t * out, size_t cap) const { return cache_.layer_experts(out, cap); }
     void expert_map(int32_t n_layer, int32_t n_expert, uint32_t * routed_out,
-                    uint8_t * resident_out) const;
+                    uint8_t * resident_out) const {
+        cache_.expert_map(n_layer, n_expert, routed_out, resident_out);
+    }
     void set_abort_flag(wb_abort_flag * flag) { abort_ = flag; }
     const std::string & fatal() const { return fatal_; }
 
 private:
     enum class Mode { Idle, Capture, Stream };
 
+    // graph_hook.cpp
     void capture_node(ggml_tensor * t);
-    void load_layer(int il, const ggml_tensor * topk);
-    void evict_until_under_budget();
-    void evict(size_t entry);
-    void lru_unlink(size_t entry);
-    void lru_push_front(size_t entry);
-    size_t entry_index(int il, int64_t e) const { return base_[static_cast<size_t>(il)] + static_cast<size_t>(e); }
+    void on_topk(int il, ggml_tensor * topk);
+    void on_weights(int il, int variant, const ggml_tensor * w);
+    void close_pending();
+    void late_load();
+    void decide(const ggml_tensor * w, int64_t slot_stride, int64_t token_stride);
+    void load_now(int il);
+    bool drop_armed() const;
     void fail(const std::string & message);
 
     Mode mode_ = Mode::Idle;
     wb_streamer_params params_;
     std::unique_ptr<FileSet> files_;
-    std::vector<Layer> layers_;                       // by layer index; empty = not MoE
-    std::unordered_map<std::string, ggml_tensor *> leaves_;  // named weight leaves seen in capture
-    std::vector<uint8_t *> shared_slots_;             // cache off: one slot per projection index
-    std::vector<size_t> shared_sizes_;
+    ExpertCache cache_;
+    DenseWeights dense_;
+    int32_t phase_ = 0;  // 0 prefill, 1 decode (wb_streamer_set_phase)
+    // Positions for route records: a compute batch (ubatch) starts where the layer index stops
+    // increasing; its first MoE layer routes all its tokens.
+    static constexpr int kNoLayer = 1 << 30;
+    int64_t next_position_ = -1;   // first position of the next compute batch, -1 unknown
+    int64_t batch_first_ = -1;     // of the current one
+    int64_t batch_tokens_ = 0;
+    int last_topk_il_ = kNoLayer;
+    int32_t first_step(int il, int64_t n_tokens);
 
-    // LRU over (layer, expert) entries; base_[il] is layer il's first entry index.
-    std::vector<size_t> base_;
-    std::vector<uint8_t> valid_, ever_evicted_;
-    // Cumulative routed slots per entry (token x top-k, duplicates included), for the expert
-    // activity map: one increment per routed slot, next to the loop that already reads the ids.
-    std::vector<uint32_t> routed_;
-    std::vector<uint64_t> stamp_;
-    std::vector<int64_t> prev_, next_;
-    int64_t head_ = -1, tail_ = -1;   // head = most recently used
-    uint64_t generation_ = 0;
-    uint64_t budget_ = 0;             // bytes; LRU mode only
-    bool lru_ = false;
-
-    std::vector<ReadJob> jobs_;
-    std::vector<int64_t> ids_;
-    std::vector<uint8_t> seen_;
-    int last_il_ = -1;
-    uint64_t pass_bytes_ = 0, pass_layer_max_ = 0;
-
-    struct DenseCopy {
-        ggml_tensor * tensor;
-        void * original;
-        void * buffer;
+    // The layer whose routing was read at its topk node and is still open: its weights are read
+    // at the weight nodes, and (drop armed, terminal known) its load waits for the terminal one.
+    struct Pending {
+        int il = -1;
+        bool deferred = false;
+        int last_variant = -1;     // the last weight variant seen for this layer (learning)
+        ggml_tensor * topk = nullptr;
+        int64_t k = 0, n_tokens = 0;
+        int64_t route = -1;        // index of this load's route record, -1 when not recording
+        size_t route_slot0 = 0;    // its first slot in the route_* arrays
     };
-    std::vector<DenseCopy> dense_;  // restored and freed at destruction
+    Pending pending_;
+    std::vector<int8_t> terminal_;  // learned terminal weight variant per layer, -1 unknown
+    std::vector<int32_t> ids_flat_;     // this layer's routing, token-major (n_tokens x k)
+    std::vector<uint8_t> resident_flat_;  // residency of each slot before the load
+    std::vector<float> row_w_;
+    std::vector<uint8_t> row_dropped_;
+    std::vector<int64_t> ids_;          // distinct experts to load
+    std::vector<uint8_t> seen_;
 
     wb_stream_counters c_{};
     bool trace_ = false;
-    std::vector<int32_t> trace_buf_;
+    std::vector<wb_route_load> route_loads_;
+    std::vector<int32_t> route_experts_;
+    std::vector<float> route_weights_;
+    std::vector<int8_t> route_residency_;
+    std::vector<uint8_t> route_dropped_;
     wb_abort_flag * abort_ = nullptr;
     std::string fatal_;
 };

@@ -68,17 +68,28 @@ int32_t wb_streamer_set_budget(wb_streamer * s, int64_t bytes) {
     return wb::guarded([&] { s->impl.set_budget(bytes); return 0; });
 }
 
+void wb_streamer_set_phase(wb_streamer * s, int32_t phase) { s->impl.set_phase(phase); }
+
+void wb_streamer_set_position(wb_streamer * s, int64_t position) { s->impl.set_position(position); }
+
+int32_t wb_streamer_routes_pending(const wb_streamer * s, uint64_t * n_loads, uint64_t * n_slots) {
+    return wb::guarded([&] { s->impl.routes_pending(n_loads, n_slots); return 0; });
+}
+
+int32_t wb_streamer_take_routes(wb_streamer * s, wb_route_load * loads, uint64_t max_loads,
+                                int32_t * experts, float * weights, int8_t * residency,
+                                uint8_t * dropped, uint64_t max_slots) {
+    return wb::guarded([&] {
+        s->impl.take_routes(loads, max_loads, experts, weights, residency, dropped, max_slots);
+        return 0;
+    });
+}
+
 double wb_streamer_dense_resident_frac(const wb_streamer * s) {
     return s->impl.dense_resident_frac();
 }
 
 void wb_streamer_counters(const wb_streamer * s, wb_stream_counters * out) { s->impl.counters(out); }
-
-int32_t wb_streamer_take_trace(wb_streamer * s, int32_t * buf, int32_t cap) {
-    return wb::guarded([&] {
-        return static_cast<int>(s->impl.take_trace(buf, cap > 0 ? static_cast<size_t>(cap) : 0));
-    });
-}
 
 int32_t wb_streamer_layer_experts(const wb_streamer * s, int64_t * out, int32_t cap) {
     return wb::guarded([&] {

@@ -30,7 +30,7 @@ def test_a_recorded_chat_replays_to_the_engines_hit_rate_and_plots(tiny_moe_path
     assert row is not None, out.stdout
     lru, belady = float(row.group(1)), float(row.group(2))
     assert abs(lru - engine_hit) <= 0.1 and belady >= lru
-    assert "no router weights" in out.stdout  # the adapter's traces: said plainly
+    assert "no router weights" not in out.stdout and "drop 0.75" in out.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -11,7 +11,7 @@ import pytest
 from workbench.config import Config
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import Session
-from workbench.moe.replay import replay
+from workbench.moe.replay import recorded_hit_pct, replay
 from workbench.moe.route_trace import read_trace, write_trace
 from workbench.moe.routes import Phase
 from workbench.moe.synth import write_synthetic_moe
@@ -65,9 +65,12 @@ def test_the_replays_lru_is_the_engines_cache(recorded, tmp_path):
     for row in report.budgets:
         assert row.belady.hit_pct >= row.lru.hit_pct
         assert row.belady.lookups == row.lru.lookups
-    # The adapter's routes carry no weights yet: no drop what-ifs, static top-k still runs.
-    assert not report.has_weights
-    assert [w.name for w in report.budgets[0].what_ifs] == ["top-k 1"]
+    # The native records carry the router's weights: the drop what-ifs run beside static top-k.
+    assert report.has_weights
+    assert [w.name for w in report.budgets[0].what_ifs] == [
+        "drop 0.5", "drop 0.75", "drop 1", "top-k 1"]
+    # The residency the engine recorded per slot gives its own hit rate back.
+    assert recorded_hit_pct(loads) == pytest.approx(counters.hit_pct, abs=0.1)
 
 
 def test_the_record_is_bounded_and_kept_per_conversation(tiny_moe_path):

@@ -13,6 +13,7 @@ from workbench.ui.settings.evaluate import REOPEN_TEXT
 from workbench.ui.settings.qt_bool_editor import QtBoolEditor
 from workbench.ui.settings.qt_choice_editor import QtChoiceEditor
 from workbench.ui.settings.qt_number_editor import QtNumberEditor
+from workbench.ui.settings.qt_rung_editor import QtRungEditor
 from workbench.ui.settings.qt_setting_row import RELOAD_NOTE
 from workbench.ui.settings.qt_settings_panel import QtSettingsPanel
 from workbench.ui.settings.qt_text_editor import QtTextEditor
@@ -38,6 +39,8 @@ def edit(panel: QtSettingsPanel, name: str, value: object) -> None:
         editor.spin.setValue(float(value))  # type: ignore[arg-type]
     elif isinstance(editor, QtChoiceEditor):
         editor.combo.setCurrentText(str(value))
+    elif isinstance(editor, QtRungEditor):
+        editor.combo.setCurrentIndex(editor.combo.findData(value))
     else:
         editor.line.setText(str(value))
 
@@ -50,7 +53,7 @@ def test_every_setting_gets_a_widget_of_its_type(panel):
     assert list(panel.rows) == [s.name for s in SETTINGS]
     for s in SETTINGS:
         row = panel.rows[s.name]
-        assert type(row.editor) is EDITOR_FOR[s.type], s.name
+        assert type(row.editor) is (QtRungEditor if s.rungs else EDITOR_FOR[s.type]), s.name
         assert row.label.text() == s.label
         assert s.help in row.hint.text()
         assert (RELOAD_NOTE in row.hint.text()) == (s.scope == "load"), s.name
@@ -95,6 +98,30 @@ def test_streaming_knobs_wait_for_moe_stream(panel):
     assert "cache_auto is on" in panel.rows["cache_floor_mb"].reason.text()
     edit(panel, "cache_auto", True)
     assert panel.rows["cache_floor_mb"].active and panel.rows["cache_ceil_mb"].active
+
+
+def test_drop_cold_experts_offers_its_rungs_and_waits_for_the_cache(qtbot, panel):
+    row = panel.rows["drop_cold_frac"]
+    combo = row.editor.combo
+    assert [combo.itemText(i) for i in range(combo.count())] == ["off", "50 %", "75 %", "100 %"]
+    assert not row.active and "LRU cache" in row.reason.text()
+    edit(panel, "moe_stream", True)
+    assert not row.active  # streaming alone is not enough: without a cache it is a weight cut
+    edit(panel, "cache_mb", 512)
+    assert row.active and not shown(row.reason)
+    assert not panel.rows["drop_renorm"].active  # waits for dropping itself
+    edit(panel, "drop_cold_frac", 0.75)
+    assert panel.pending.drop_cold_frac == 0.75 and panel.rows["drop_renorm"].active
+    assert shown(panel.reopen_label) and panel.apply_button.isEnabled()
+    # Turning the cache off leaves the row editable (so it can be undone) and says what is wrong.
+    edit(panel, "cache_mb", 0)
+    assert row.active and shown(row.problem) and "expert cache is off" in row.problem.text()
+    assert not panel.apply_button.isEnabled()
+    edit(panel, "drop_cold_frac", 0.0)
+    assert not row.active and not shown(row.problem) and panel.apply_button.isEnabled()
+    # A value between rungs (from the CLI or a preset) is shown as itself, not rounded.
+    row.set_value(0.6)
+    assert combo.currentText() == "0.6" and row.editor.value() == 0.6
 
 
 def test_impossible_combinations_show_inline_and_block_apply(qtbot, panel):

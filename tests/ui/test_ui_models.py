@@ -255,3 +255,11 @@ def test_axis_units_titles_and_ceilings():
     for o_direct in (True, False):
         words = " ".join(read_terms(o_direct).values()).lower()
         assert ("flash" in words) == o_direct
+
+
+def test_the_drop_rate_is_a_share_of_the_token_routings_and_a_gap_while_dropping_is_off():
+    def row(**fields):
+        return dict(zip(COLUMNS, row_values(fields.get, 1, 0), strict=True))
+
+    assert row(experts_routed=40, experts_dropped=10)["drop_pct"] == 25.0
+    assert math.isnan(row(experts_routed=-1, experts_dropped=-1)["drop_pct"])

@@ -14,7 +14,16 @@ from typing import Any
 import pytest
 
 from workbench import config as C
-from workbench.config import BY_NAME, SETTINGS, Config, ConfigError, Problem, Setting, validate
+from workbench.config import (
+    BY_NAME,
+    SETTINGS,
+    Config,
+    ConfigError,
+    Problem,
+    Setting,
+    signature,
+    validate,
+)
 from workbench.config_cli import DOCS_COMMAND, add_arguments, config_from_args, settings_markdown
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,7 +64,8 @@ def test_attribute_names_are_the_engine_contract() -> None:
         "frequency_penalty", "repeat_last_n", "seed", "n_predict", "think", "system_prompt",
         "auto_title",
         "moe_stream", "cache_mb", "cache_auto", "cache_floor_mb", "cache_ceil_mb", "io_threads",
-        "o_direct", "dense_weights", "lean_load", "n_expert_used", "kv_pool_mb", "kv_disk_mb"]
+        "o_direct", "dense_weights", "lean_load", "n_expert_used", "drop_cold_frac", "drop_renorm",
+        "drop_prefill", "kv_pool_mb", "kv_disk_mb"]
 
 
 @pytest.mark.parametrize("s", SETTINGS, ids=lambda s: s.name)
@@ -400,3 +410,24 @@ def test_docs_command_prints_the_docs() -> None:
 def test_streaming_knobs_are_inert_while_streaming_is_off() -> None:
     assert validate(Config(io_threads=99, cache_mb=-5, cache_auto=True)) == []
     assert settings_of(validate(Config(moe_stream=True, io_threads=99))) == ["io_threads"]
+
+
+def test_dropping_takes_upstreams_flag_and_is_refused_without_the_lru_cache() -> None:
+    cfg = parse(["--drop-cold-experts", "0.75", "--drop-in-prefill", "--no-drop-renorm"])
+    assert (cfg.drop_cold_frac, cfg.drop_prefill, cfg.drop_renorm) == (0.75, True, False)
+    assert parse(["--drop-cold-frac", "0.5"]).drop_cold_frac == 0.5
+    assert Config().drop_cold_frac == 0.0  # off by default
+    off = [p.message for p in validate(cfg)]
+    assert len(off) == 1 and "expert streaming is off" in off[0] and "--cache-mb" in off[0]
+    no_cache = [p.message for p in validate(cfg.replace(moe_stream=True))]
+    assert len(no_cache) == 1 and "unconditional cut" in no_cache[0]
+    assert validate(cfg.replace(moe_stream=True, cache_mb=256)) == []
+    assert validate(cfg.replace(moe_stream=True, cache_auto=True)) == []
+    nan = validate(cfg.replace(moe_stream=True, cache_mb=256, drop_cold_frac=math.nan))
+    assert [p.setting for p in nan] == ["drop_cold_frac"] and "finite" in nan[0].message
+    assert validate(cfg.replace(moe_stream=True, cache_mb=256, drop_cold_frac=1.5))
+    # A load-scope setting: a change reopens the model.
+    base = Config(moe_stream=True, cache_mb=256)
+    assert signature(base) != signature(base.replace(drop_cold_frac=0.75))
+    assert signature(base.replace(drop_cold_frac=0.75)) != signature(
+        base.replace(drop_cold_frac=0.75, drop_prefill=True))

@@ -31,6 +31,20 @@ def test_identity_check_refuses_another_libllama(tmp_path):
     assert "SHA-256" in message and "not to" in message and "scripts/test" in message
 
 
+def test_identity_check_compares_the_native_structs_with_their_ctypes_mirrors(monkeypatch):
+    lib = native.load()
+    for name, mirror in native.NATIVE_STRUCTS.items():
+        assert getattr(lib, f"wb_sizeof_{name}")() == ctypes.sizeof(mirror)
+
+    class ShortCounters(ctypes.Structure):  # a mirror that forgot the last field
+        _fields_ = native.WbStreamCounters._fields_[:-1]
+
+    monkeypatch.setitem(native.NATIVE_STRUCTS, "stream_counters", ShortCounters)
+    expected = r"sizeof\(wb_stream_counters\) is \d+ in C"
+    with pytest.raises(native.NativeLibraryError, match=expected):
+        native.verify_identity(lib, llama.libllama_path())
+
+
 def test_abort_flag_create_free_twice_and_set_clear():
     for _ in range(2):
         flag = AbortFlag()

@@ -19,7 +19,7 @@ from pathlib import Path
 from workbench.backend import llama as llama_binding
 from workbench.paths import native_library_path
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 REBUILD_HINT = ("In a source checkout, run scripts/test or scripts/workbench once: set-up rebuilds "
                 "the native library; an installed package was built for another llama-cpp-python "
                 "build: reinstall both together (pip install --force-reinstall workbench).")
@@ -49,6 +49,10 @@ class WbStreamerParams(ctypes.Structure):
         ("o_direct", ctypes.c_int32),
         ("cache_budget_bytes", ctypes.c_int64),
         ("trace", ctypes.c_int32),
+        ("drop_frac", ctypes.c_float),
+        ("drop_renorm", ctypes.c_int32),
+        ("drop_prefill", ctypes.c_int32),
+        ("debug_flags", ctypes.c_int32),
     ]
 
 
@@ -60,9 +64,25 @@ class WbStreamCounters(ctypes.Structure):
         for name in (
             "read_bytes", "requested_bytes", "io_ns", "mgmt_ns", "loads", "lookups", "hits",
             "routed", "evictions", "rereads", "resident_now", "budget_now", "token_demand",
-            "layer_demand", "resizes",
+            "layer_demand", "resizes", "experts_routed", "experts_dropped",
         )
-    ] + [("o_direct", ctypes.c_int32), ("lanes", ctypes.c_int32)]
+    ] + [("o_direct", ctypes.c_int32), ("lanes", ctypes.c_int32),
+         ("dropped_weight", ctypes.c_double), ("examined_weight", ctypes.c_double)]
+
+
+class WbRouteLoad(ctypes.Structure):
+    """Mirror of `struct wb_route_load`."""
+
+    _fields_ = [(name, ctypes.c_int32)
+                for name in ("layer", "phase", "n_tokens", "k", "first_step")]
+
+
+# The native library's own structs, checked by size at load like llama.h's.
+NATIVE_STRUCTS: dict[str, type[ctypes.Structure]] = {
+    "streamer_params": WbStreamerParams,
+    "stream_counters": WbStreamCounters,
+    "route_load": WbRouteLoad,
+}
 
 
 class WbLeanRange(ctypes.Structure):
@@ -93,6 +113,7 @@ def _bind(lib: ctypes.CDLL) -> None:
         "wb_sizeof_llama_context_params": ([], c.c_size_t),
         "wb_sizeof_llama_model_params": ([], c.c_size_t),
         "wb_sizeof_llama_batch": ([], c.c_size_t),
+        **{f"wb_sizeof_{name}": ([], c.c_size_t) for name in NATIVE_STRUCTS},
         "wb_abort_flag_new": ([], c.c_void_p),
         "wb_abort_flag_free": ([c.c_void_p], None),
         "wb_abort_flag_set": ([c.c_void_p, c.c_int32], None),
@@ -112,9 +133,15 @@ def _bind(lib: ctypes.CDLL) -> None:
         "wb_streamer_dense_anon": (
             [c.c_void_p, c.c_char_p, c.c_int32, c.c_uint64, c.c_uint64], c.c_int32),
         "wb_streamer_set_budget": ([c.c_void_p, c.c_int64], c.c_int32),
+        "wb_streamer_set_phase": ([c.c_void_p, c.c_int32], None),
+        "wb_streamer_set_position": ([c.c_void_p, c.c_int64], None),
+        "wb_streamer_routes_pending": (
+            [c.c_void_p, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)], c.c_int32),
+        "wb_streamer_take_routes": (
+            [c.c_void_p, c.POINTER(WbRouteLoad), c.c_uint64, c.c_void_p, c.c_void_p, c.c_void_p,
+             c.c_void_p, c.c_uint64], c.c_int32),
         "wb_streamer_dense_resident_frac": ([c.c_void_p], c.c_double),
         "wb_streamer_counters": ([c.c_void_p, c.POINTER(WbStreamCounters)], None),
-        "wb_streamer_take_trace": ([c.c_void_p, c.POINTER(c.c_int32), c.c_int32], c.c_int32),
         "wb_streamer_layer_experts": ([c.c_void_p, c.POINTER(c.c_int64), c.c_int32], c.c_int32),
         "wb_streamer_expert_map": ([c.c_void_p, c.c_int32, c.c_int32, c.c_void_p, c.c_void_p],
                                    c.c_int32),
@@ -227,6 +254,15 @@ def verify_identity(lib: ctypes.CDLL, running_libllama: Path) -> None:
         if expected_sizes[name] != size:
             problems.append(
                 f"sizeof({name}) is {size} in C but {expected_sizes[name]} in llama-cpp-python"
+            )
+    for name, mirror in NATIVE_STRUCTS.items():
+        size = getattr(lib, f"wb_sizeof_{name}")()
+        if size != ctypes.sizeof(mirror):
+            problems.append(
+                f"sizeof(wb_{name}) is {size} in C but {ctypes.sizeof(mirror)} in the ctypes "
+                "mirror in workbench/backend/native.py (the header changed without the binding, "
+                "or the "
+                "library is stale)"
             )
     if problems:
         raise NativeLibraryError(

@@ -48,6 +48,8 @@ class TokenMetrics:
     cache_hit_pct: float = UNMEASURED  # cumulative since the cache was created
     cache_budget_mib: float = UNMEASURED
     dense_resident_frac: float = UNMEASURED
+    experts_routed: int = -1  # while dropping is on: slots examined / dropped this decode
+    experts_dropped: int = -1
     # Speculation/overlap columns of the upstream schema, which this engine does not have.
     mtp_batch: int = 1
     mtp_draft_ms: float = UNMEASURED
@@ -99,6 +101,7 @@ class RunSummary:
     layer_demand_mib: float = UNMEASURED
     experts_routed: int = -1
     experts_dropped: int = -1
+    drop_weight_pct: float = UNMEASURED  # router weight the drops discarded, % of that examined
     # How the prompt was served: "fresh" (all prefilled), "memory" (the KV in the context or
     # restored from the pool), "disk" (restored from a spill file); the restore's time, which
     # TTFT includes (unmeasured when nothing was restored).

@@ -8,13 +8,11 @@ trace file, `replay` and the window's cache-sizing view all read from here.
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 from collections import deque
 from collections.abc import Iterable
 
-import numpy as np
-
-from workbench.moe.routes import Phase, Residency, RouteLoad
+from workbench.moe.routes import Phase, RouteLoad
 from workbench.moe.streamer import ExpertStreamer
 
 # The window keeps this many layer loads (about 1,250 tokens of a 24-layer model): enough for
@@ -23,33 +21,15 @@ WINDOW_MAX_LOADS = 30_000
 
 
 def take_routes(streamer: ExpertStreamer, phase: Phase, first_step: int) -> list[RouteLoad]:
-    """The loads the streamer recorded since the last call, as `RouteLoad`s.
-
-    The one adapter from today's native trace, which keeps only the distinct experts of each
-    load (in router-rank order for a decode token), with no weights and no residency: each load
-    becomes one row of its distinct experts, weights NaN, residency UNKNOWN. When the native
-    route recording (`ExpertStreamer.take_routes()`, per-slot weights, residency and dropped
-    flags) lands, this function is where it plugs in.
-    """
+    """The loads the streamer recorded since the last call (per-slot weights, residency and
+    dropped flags). The native records carry their own phase and position; `phase` and
+    `first_step` (what the turn loop knows) fill in a record whose position is unknown."""
     out = []
-    for layer, ids in streamer.take_trace():
-        experts = np.asarray(ids, dtype=np.int32).reshape(1, -1)
-        weights, residency, dropped = _unmeasured(experts.shape[1])
-        out.append(RouteLoad(layer=layer, phase=phase, first_step=first_step, experts=experts,
-                             weights=weights, residency=residency, dropped=dropped))
+    for load in streamer.take_routes():
+        if load.first_step < 0 and load.n_tokens > 0 and first_step >= 0:
+            load = dataclasses.replace(load, first_step=first_step, phase=phase)
+        out.append(load)
     return out
-
-
-@functools.cache
-def _unmeasured(width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Read-only (weights NaN, residency UNKNOWN, not dropped) rows of one width, shared by every
-    load of that width: a recorder of 30,000 loads holds one copy, not 90,000 arrays."""
-    arrays = (np.full((1, width), np.nan, dtype=np.float32),
-              np.full((1, width), Residency.UNKNOWN, dtype=np.int8),
-              np.zeros((1, width), dtype=np.bool_))
-    for a in arrays:
-        a.flags.writeable = False
-    return arrays
 
 
 class RouteRecorder:

@@ -27,9 +27,21 @@ from workbench.moe.lean_load import LeanLoadReport, restore
 from workbench.moe.registry import check_streamable
 from workbench.moe.route_trace import RouteTrace, TraceMeta, TurnLoad
 from workbench.moe.routes import Phase
-from workbench.moe.streamer import ExpertMapSnapshot, ExpertStreamer, StreamCounters
+from workbench.moe.streamer import DropPolicy, ExpertMapSnapshot, ExpertStreamer, StreamCounters
 
 DENSE_PROBE_EVERY = 8  # tokens between two dense-residency samples
+# At top-k <= this, frac/k is a large share of the routing (upstream measured at top-k 8: 12.5 %).
+DROP_WARN_TOP_K = 4
+
+
+def drop_warning(frac: float, top_k: int) -> str:
+    """The open-time warning for dropping at a small top-k ("" when there is nothing to say)."""
+    if frac <= 0 or top_k > DROP_WARN_TOP_K:
+        return ""
+    return (f"Dropping cold experts at {100 * frac:g}% with top-k {top_k}: the threshold is "
+            f"{100 * frac / top_k:.1f}% of the routing here, against 12.5% at the top-k 8 it was "
+            "measured on, so far more of the router's weight may be dropped. Lower "
+            "--drop-cold-experts or turn it off if answers degrade.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +75,11 @@ class StreamingRuntime:
             dense_reserved_bytes=dense_bytes if config.dense_weights == "anon" else 0,
         )
         self.dense_policy = config.dense_weights
+        # validate() refuses dropping without the cache; the native side checks it again.
+        self.drop = DropPolicy(config.drop_cold_frac, config.drop_renorm, config.drop_prefill)
         self.streamer = ExpertStreamer(
             list(facts.shards), lanes=config.io_threads, o_direct=config.o_direct,
-            budget_bytes=self.budget.bytes, trace=trace or record_routes,
+            budget_bytes=self.budget.bytes, trace=trace or record_routes, drop=self.drop,
         )
         self.routes = RouteRecorder(self.streamer, max_route_loads) if record_routes else None
         self.dense_bytes_read = 0
@@ -73,12 +87,13 @@ class StreamingRuntime:
         # One token's worst-case expert demand: every MoE layer routes top-k distinct experts.
         top_k = config.n_expert_used or facts.n_expert_used
         self.top_k = top_k
+        self._drop_warning = drop_warning(self.drop.frac, top_k)
         per_layer: dict[int, int] = {}
         for t in self.experts:
             per_layer[t.layer] = per_layer.get(t.layer, 0) + t.expert_stride
         self.expert_bytes = per_layer  # MoE layer -> one expert's bytes, all projections
         self.token_demand_bytes = sum(b * min(top_k, facts.n_expert) for b in per_layer.values())
-        self.warnings = [w for w in (cliff_warning(self.budget, self.token_demand_bytes),) if w]
+        self.warnings = self._warnings()
         self._dense_frac = UNMEASURED
         self._tokens_since_probe = 0
         self._last: StreamCounters | None = None
@@ -158,8 +173,19 @@ class StreamingRuntime:
 
     # ---- telemetry --------------------------------------------------------------------------
 
-    def start_generation(self) -> None:
-        """Called after the prefill: per-token deltas and the summary start here."""
+    def start_prefill(self) -> None:
+        """Called before a prompt is read: dropping stays off there unless drop_prefill."""
+        self.streamer.set_phase(Phase.PREFILL)
+
+    def set_position(self, position: int) -> None:
+        """The context position the next decode call starts at (for route records)."""
+        self.streamer.set_position(position)
+
+    def start_generation(self, position: int = -1) -> None:
+        """Called after the prefill: per-token deltas and the summary start here. `position` is
+        where the first generated token goes in the context (route records)."""
+        self.streamer.set_phase(Phase.DECODE)
+        self.streamer.set_position(position)
         self._last = self._gen_start = self.streamer.counters()
         # The map shows generated tokens only: the prompt's routings would swamp it.
         self._map_last = self._expert_map()
@@ -183,6 +209,9 @@ class StreamingRuntime:
             self._dense_frac = self.streamer.dense_resident_frac()
         self._tokens_since_probe += 1
         row.dense_resident_frac = self._dense_frac
+        if self.drop.frac > 0:
+            row.experts_routed = now.experts_routed - last.experts_routed
+            row.experts_dropped = now.experts_dropped - last.experts_dropped
         self._last = now
 
     def activity(self) -> ExpertActivity:
@@ -215,6 +244,11 @@ class StreamingRuntime:
         summary.token_demand_mib = end.token_demand / MIB
         summary.layer_demand_mib = end.layer_demand / MIB
         summary.experts_routed = end.routed - start.routed
+        if self.drop.frac > 0:
+            summary.experts_dropped = end.experts_dropped - start.experts_dropped
+            examined = end.examined_weight - start.examined_weight
+            dropped = end.dropped_weight - start.dropped_weight
+            summary.drop_weight_pct = 100.0 * dropped / examined if examined > 0 else UNMEASURED
         if self.budget.enabled:
             summary.cache_hit_pct = end.hit_pct
             summary.cache_resident_mib = end.resident_now / MIB
@@ -229,7 +263,11 @@ class StreamingRuntime:
     def set_budget_mib(self, mib: float) -> None:
         self.streamer.set_budget(int(mib * MIB))
         self.budget = CacheBudget(int(mib * MIB), False, f"set to {mib:g} MiB on the open session")
-        self.warnings = [w for w in (cliff_warning(self.budget, self.token_demand_bytes),) if w]
+        self.warnings = self._warnings()
+
+    def _warnings(self) -> list[str]:
+        return [w for w in (cliff_warning(self.budget, self.token_demand_bytes),
+                            self._drop_warning) if w]
 
     def close(self) -> None:
         self.streamer.close()

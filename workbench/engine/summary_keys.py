@@ -57,7 +57,8 @@ KEYS: tuple[SummaryKey, ...] = (
     SummaryKey("layer_demand_MiB", "%.1f", "layer_demand_mib",
                "expert bytes of the widest single layer"),
     SummaryKey("experts_routed", "%d", "experts_routed", "expert routings this turn"),
-    SummaryKey("experts_dropped", "%d", "experts_dropped", "routings discarded by dropping"),
+    SummaryKey("experts_dropped", "%d", "experts_dropped",
+               "routings discarded by dropping this turn (-1 while dropping is off)"),
     SummaryKey("loop_overhead_s/tok", _S_PER_TOKEN, "loop_overhead_s_per_token",
                "time between decodes per token, including the tail after the last token"),
     SummaryKey("evictions", "%d", "cache_evictions", "expert-cache evictions (session total)"),
@@ -78,6 +79,9 @@ KEYS: tuple[SummaryKey, ...] = (
                "how the prompt was served: `fresh` (all read), `memory` (the conversation's KV "
                "in the context or restored from the pool) or `disk` (restored from its file)",
                upstream=False),
+    SummaryKey("drop_weight_pct", "%.2f", "drop_weight_pct",
+               "router weight the drops discarded this turn, as % of the weight the drop rule "
+               "examined (-1 while dropping is off)", upstream=False),
     SummaryKey("kv_restore_s", "%.4f", "kv_restore_seconds",
                "time to restore the conversation's KV state (TTFT includes it); -1 when none "
                "was restored", upstream=False),

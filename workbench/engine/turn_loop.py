@@ -79,6 +79,8 @@ class TurnLoop:
     def run(self, turn: Turn, on_token: OnToken | None, on_prefill: OnPrefill | None
             ) -> GenerateResult:
         p = self._p
+        if p.streaming is not None:
+            p.streaming.start_prefill()  # the phase decides whether dropping is armed
         prefill_start = time.perf_counter_ns()
         ended = self._prefill(turn, on_prefill)
         if ended is not None:
@@ -95,7 +97,7 @@ class TurnLoop:
         prev_end = prefill_end
         stop, error = StopReason.LENGTH, ""
         if streaming is not None:
-            streaming.start_generation()
+            streaming.start_generation(len(kv.tokens))
         while len(rows) < turn.n_predict:
             if model.is_eog(tok):
                 stop = StopReason.EOS
@@ -175,6 +177,8 @@ class TurnLoop:
                 self._rollback(turn)
                 return GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
             chunk = suffix[done: done + ctx.n_batch]
+            if p.streaming is not None:
+                p.streaming.set_position(len(kv.tokens))
             rc = ctx.decode(chunk)
             if rc != 0 and p.abort.fatal:
                 kv.clear()

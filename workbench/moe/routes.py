@@ -50,7 +50,14 @@ class RouteLoad:
         return int(self.experts.shape[1]) if self.experts.ndim == 2 else 0
 
     def unique_experts(self) -> np.ndarray:
-        """The distinct experts this load looked up, in first-seen order (what the cache saw)."""
-        flat = self.experts.reshape(-1)
+        """The distinct experts this load looked up, in the native cache's order: first seen over
+        the slots, token-major, a dropped slot counting as its row's top-weighted expert (the
+        policy repointed it there; the first maximum, as the native rule picks it)."""
+        ids = self.experts
+        if self.dropped.size and self.dropped.any():
+            ids = ids.copy()
+            for t in np.flatnonzero(self.dropped.any(axis=1)):
+                ids[t][self.dropped[t]] = ids[t][int(np.argmax(self.weights[t]))]
+        flat = ids.reshape(-1)
         _, first = np.unique(flat, return_index=True)
         return flat[np.sort(first)]

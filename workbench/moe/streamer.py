@@ -18,6 +18,22 @@ import numpy as np
 from workbench.backend import native
 from workbench.backend.abort import AbortFlag
 from workbench.moe.layout import ExpertTensor, TensorInfo
+from workbench.moe.routes import Phase, RouteLoad
+
+
+@dataclass(frozen=True, slots=True)
+class DropPolicy:
+    """Cache-aware expert dropping (see native/src/drop_policy.h); frac 0 is off."""
+
+    frac: float = 0.0
+    renorm: bool = True
+    prefill: bool = False
+
+
+# Test-only native switches (wb_streamer_params.debug_flags): tests/gates set them.
+DEBUG_POISON_UNLOADED = 1  # unloaded expert slices hold 0xFF bytes (NaN): any read shows
+DEBUG_NO_REPOINT = 2  # dropped slots keep their expert id (the poison guard's negative control)
+DEBUG_LOST_TERMINAL = 4  # every layer learns a terminal weight node that never appears
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +55,12 @@ class StreamCounters:
     token_demand: int
     layer_demand: int
     resizes: int
+    experts_routed: int  # routed slots while dropping is on (prefill included)
+    experts_dropped: int
     o_direct: bool
     lanes: int
+    dropped_weight: float  # router weight of the dropped slots
+    examined_weight: float  # router weight of every slot the drop rule examined
 
     @property
     def hit_pct(self) -> float:
@@ -61,6 +81,12 @@ class ExpertMapSnapshot:
     cached: bool  # an LRU cache exists; without one nothing stays resident (all False)
 
 
+def looked_up(route: RouteLoad) -> list[int]:
+    """The distinct experts a load looked up, in the native cache's order (see
+    `RouteLoad.unique_experts`)."""
+    return [int(e) for e in route.unique_experts()]
+
+
 class StreamerError(RuntimeError):
     """The streamer could not be set up or failed while reading; the message says why."""
 
@@ -68,11 +94,16 @@ class StreamerError(RuntimeError):
 class ExpertStreamer:
     """One model's expert streamer. Create, capture, bind, activate; then decode as usual."""
 
+    debug_flags = 0  # tests patch this class attribute; never set in the product
+
     def __init__(self, shards: list[Path], *, lanes: int, o_direct: bool, budget_bytes: int,
-                 trace: bool = False) -> None:
+                 trace: bool = False, drop: DropPolicy | None = None) -> None:
         self._lib = native.load()
         paths = (ctypes.c_char_p * len(shards))(*[os.fsencode(p) for p in shards])
-        params = native.WbStreamerParams(lanes, int(o_direct), budget_bytes, int(trace))
+        drop = drop or DropPolicy()
+        params = native.WbStreamerParams(lanes, int(o_direct), budget_bytes, int(trace),
+                                         drop.frac, int(drop.renorm), int(drop.prefill),
+                                         self.debug_flags)
         ptr = self._lib.wb_streamer_new(paths, len(shards), params)
         if not ptr:
             reason = native.last_error(self._lib)
@@ -82,7 +113,6 @@ class ExpertStreamer:
         self._layer_experts: np.ndarray | None = None  # fixed once streaming is active
         self._per_layer: np.ndarray | None = None  # the same, padded to the last map's rows
         self._shard_index = {str(p): i for i, p in enumerate(shards)}
-        self._trace_buf: ctypes.Array[ctypes.c_int32] | None = None
 
     # ---- wiring into llama.cpp ----------------------------------------------------------------
 
@@ -172,25 +202,50 @@ class ExpertStreamer:
     def set_budget(self, budget_bytes: int) -> None:
         self._check(self._lib.wb_streamer_set_budget(self._ptr, budget_bytes), "resizing the cache")
 
+    def set_phase(self, phase: Phase) -> None:
+        """What the next decodes are (dropping is armed for decodes; records carry it)."""
+        self._lib.wb_streamer_set_phase(self._ptr, int(phase))
+
+    def set_position(self, position: int) -> None:
+        """Context position of the next decode call's first token (route records' first_step);
+        the native side advances it over the call's compute batches. -1: unknown."""
+        self._lib.wb_streamer_set_position(self._ptr, position)
+
+    def take_routes(self) -> list[RouteLoad]:
+        """The routing of every layer load since the last call (needs trace=True), in order.
+
+        `first_step` is the context position of the load's first token as last set with
+        `set_position` (the session sets it per prefill chunk and at the generation's start), -1
+        where unattributable (a load that routed no token, or no position was set)."""
+        n_loads, n_slots = ctypes.c_uint64(), ctypes.c_uint64()
+        self._check(self._lib.wb_streamer_routes_pending(self._ptr, ctypes.byref(n_loads),
+                                                         ctypes.byref(n_slots)), "reading routes")
+        loads = (native.WbRouteLoad * max(1, n_loads.value))()
+        experts = np.empty(n_slots.value, dtype=np.int32)
+        weights = np.empty(n_slots.value, dtype=np.float32)
+        residency = np.empty(n_slots.value, dtype=np.int8)
+        dropped = np.empty(n_slots.value, dtype=np.uint8)
+        self._check(self._lib.wb_streamer_take_routes(
+            self._ptr, loads, n_loads.value, experts.ctypes.data, weights.ctypes.data,
+            residency.ctypes.data, dropped.ctypes.data, n_slots.value), "reading routes")
+        out: list[RouteLoad] = []
+        at = 0
+        for rec in loads[: n_loads.value]:
+            n = rec.n_tokens * rec.k
+            shape = (rec.n_tokens, rec.k)
+            out.append(RouteLoad(
+                layer=rec.layer, phase=Phase(rec.phase), first_step=rec.first_step,
+                experts=experts[at: at + n].reshape(shape),
+                weights=weights[at: at + n].reshape(shape),
+                residency=residency[at: at + n].reshape(shape),
+                dropped=dropped[at: at + n].reshape(shape).view(np.bool_)))
+            at += n
+        return out
+
     def take_trace(self) -> list[tuple[int, list[int]]]:
-        """Routed (layer, unique expert ids) per load since the last call (needs trace=True)."""
-        out: list[int] = []
-        # One buffer for the streamer's life: the route recorder drains after every token.
-        buf = self._trace_buf
-        if buf is None:
-            buf = self._trace_buf = (ctypes.c_int32 * 65536)()
-        while True:
-            n = self._lib.wb_streamer_take_trace(self._ptr, buf, len(buf))
-            if n <= 0:
-                break
-            out.extend(buf[:n])
-        loads: list[tuple[int, list[int]]] = []
-        i = 0
-        while i < len(out):
-            layer, k = out[i], out[i + 1]
-            loads.append((layer, out[i + 2: i + 2 + k]))
-            i += 2 + k
-        return loads
+        """(layer, distinct expert ids looked up) per load since the last take, in the cache's
+        order (needs trace=True). Derived from `take_routes()`, which it consumes."""
+        return [(route.layer, looked_up(route)) for route in self.take_routes()]
 
     def layer_experts(self) -> np.ndarray:
         """Experts the streamer manages per layer index (0 for a dense layer), up to the last

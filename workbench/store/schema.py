@@ -120,6 +120,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE conversations ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
     """,
+    # 4: the per-token drop counters (cache-aware expert dropping); -1 = dropping was off.
+    """
+    ALTER TABLE run_tokens ADD COLUMN experts_routed INTEGER NOT NULL DEFAULT -1;
+    ALTER TABLE run_tokens ADD COLUMN experts_dropped INTEGER NOT NULL DEFAULT -1;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,7 +1,7 @@
 """One setting in the panel: label, editor, one-line hint, why it is disabled, its problems.
 
-The editor is picked by the setting's type (never by its name), so a new declaration in
-workbench/config.py appears in the panel without a line of UI code.
+The editor is picked by the setting's declaration (its type, or its rungs; never by its name), so
+a new declaration in workbench/config.py appears in the panel without a line of UI code.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from workbench.config import Setting, format_value, requires_text, specials_text
 from workbench.ui.settings.qt_bool_editor import QtBoolEditor
 from workbench.ui.settings.qt_choice_editor import QtChoiceEditor
 from workbench.ui.settings.qt_number_editor import QtNumberEditor
+from workbench.ui.settings.qt_rung_editor import QtRungEditor
 from workbench.ui.settings.qt_text_editor import QtTextEditor
 
-Editor = QtBoolEditor | QtChoiceEditor | QtNumberEditor | QtTextEditor
+Editor = QtBoolEditor | QtChoiceEditor | QtNumberEditor | QtRungEditor | QtTextEditor
 EDITORS: dict[str, type[Editor]] = {
     "bool": QtBoolEditor, "choice": QtChoiceEditor, "int": QtNumberEditor,
     "float": QtNumberEditor, "str": QtTextEditor,
@@ -41,7 +42,7 @@ def tooltip_text(s: Setting) -> str:
     lines = [s.help + ".", f"Default: {format_value(s, s.default, unit=True)}."]
     if specials := specials_text(s):
         lines.append(f"Special values: {specials}.")
-    if s.requires:
+    if s.requires or s.gate:
         lines.append(f"Only used when {requires_text(s)}.")
     lines.append("A change reopens the model." if s.scope == "load"
                  else "Applies to the next answer; the model stays open.")
@@ -59,7 +60,8 @@ class QtSettingRow(QWidget):
         self.label.setFixedWidth(LABEL_WIDTH)
         self.label.setWordWrap(True)  # a long label takes two lines, not a clipped one
         self.label.setToolTip(tooltip_text(setting))
-        self.editor: Editor = EDITORS[setting.type](setting)
+        self.editor: Editor = (QtRungEditor(setting) if setting.rungs
+                               else EDITORS[setting.type](setting))
         self.editor.setToolTip(tooltip_text(setting))
         self.editor.changed.connect(lambda value: self.edited.emit(setting.name, value))
         self.hint = self._small(hint_text(setting), _HINT)

@@ -23,7 +23,7 @@ MIB = 1024 * 1024
 FIELDS = (
     "wall_ms", "compute_ms", "io_ms", "stall_ms", "mgmt_ms", "read_bytes", "cpu_ms",
     "cache_hit_pct", "rss_anon_mib", "rss_file_mib", "swap_mib", "mem_available_mib",
-    "majflt", "majflt_mib", "loop_overhead_ms",
+    "majflt", "majflt_mib", "loop_overhead_ms", "experts_routed", "experts_dropped",
 )
 _unknown = [name for name in FIELDS if name not in metric_columns.BY_NAME]
 if _unknown:
@@ -60,6 +60,12 @@ def _cores(v: Measured) -> float:
     return v["cpu_ms"] / wall if wall > 0 else math.nan
 
 
+def _drop_pct(v: Measured) -> float:
+    """Share of this token's routings the drop policy skipped; a gap while dropping is off."""
+    routed = v["experts_routed"]
+    return 100.0 * v["experts_dropped"] / routed if routed > 0 else math.nan
+
+
 def _stack_io(v: Measured) -> float:
     return v["compute_ms"] + _io_or_stall(v)
 
@@ -84,6 +90,7 @@ SERIES: tuple[tuple[str, Callable[[Measured], float]], ...] = (
     ("read_mib", _read_mib),
     ("read_mib_s", _bandwidth),
     ("cache_hit_pct", itemgetter("cache_hit_pct")),
+    ("drop_pct", _drop_pct),
     ("rss_anon_mib", itemgetter("rss_anon_mib")),
     ("rss_file_mib", itemgetter("rss_file_mib")),
     ("swap_mib", itemgetter("swap_mib")),
@@ -137,8 +144,11 @@ PLOTS: tuple[PlotSpec, ...] = (
         Curve("stack_compute", "compute", "#2196f3", fill=True),
         Curve("wall_ms", "wall", "#222222"),
     )),
-    PlotSpec("hit", "Cache hits, cumulative", "%", (
-        Curve("cache_hit_pct", "hit rate", "#4caf50"),
+    # Under dropping the hit rate rises without the cache serving more (a dropped routing is a
+    # miss never looked up), so the drop rate is drawn beside it, per token.
+    PlotSpec("hit", "Cache hits and drops", "%", (
+        Curve("cache_hit_pct", "hit rate (cumulative)", "#4caf50"),
+        Curve("drop_pct", "dropped (per token)", "#f44336"),
     ), y_max=100.0),
     PlotSpec("read", "{read} / token", "MiB", (
         Curve("read_mib", "read", "#ff9800"),
@@ -195,6 +205,7 @@ READOUT: tuple[tuple[str, str, str], ...] = (
     ("wall_ms", "wall", "{:.1f} ms"), ("compute_ms", "compute", "{:.1f} ms"),
     ("io_ms", "I/O|stall", "{:.1f} ms"), ("mgmt_ms", "mgmt", "{:.1f} ms"),
     ("read_mib", "read", "{:.2f} MiB"), ("cache_hit_pct", "hit", "{:.1f}%"),
+    ("drop_pct", "dropped", "{:.1f}%"),
     ("rss_anon_mib", "anon", "{:.0f} MiB"), ("rss_file_mib", "file", "{:.0f} MiB"),
     ("mem_available_mib", "avail", "{:.0f} MiB"), ("majflt", "majflt", "{:.0f}"),
     ("cpu_cores", "cpu", "{:.2f} cores"),

@@ -1,0 +1,262 @@
+// The eval callback: which graph nodes are isolated, and what happens at each.
+//
+// Stream phase: every `ffn_moe_topk-<il>` node is isolated; its callback reads the routed ids
+// (an I32 view of the argsort: gathered with its nb[0]/nb[1] strides, the row stride being
+// n_expert * 4) and loads the layer. When the router's final weights are wanted (dropping armed
+// for this phase, or route recording on) the weight-chain nodes of the layer are isolated too.
+// Dropping needs the FINAL weights, so with the policy armed the load waits for the terminal node
+// of the layer's chain, learned from the graph: on a layer's first graph every variant is
+// isolated and the last one seen becomes its terminal. Until then the layer loads at its topk
+// node, undropped. A learned terminal that fails to appear is caught at the layer's first expert
+// matmul, asked before it runs: the layer loads there, undropped, and the terminal is forgotten.
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "drop_policy.h"
+#include "ggml.h"
+#include "node_names.h"
+#include "pages.h"
+#include "streamer.h"
+
+namespace wb {
+
+void Streamer::capture_node(ggml_tensor * t) {
+    for (int i = 0; i < GGML_MAX_SRC; ++i) {
+        ggml_tensor * src = t->src[i];
+        if (src == nullptr || src->name[0] == '\0' || src->op != GGML_OP_NONE) continue;
+        dense_.remember(src);
+        int kind = -1;
+        const int il = expert_layer(src->name, &kind);
+        if (il < 0 || src->ne[2] <= 0) continue;
+        cache_.add_projection(il, src);
+    }
+}
+
+bool Streamer::drop_armed() const {
+    return params_.drop_frac > 0.0f && cache_.lru() && (phase_ == 1 || params_.drop_prefill != 0);
+}
+
+bool Streamer::eval(ggml_tensor * t, bool ask) {
+    if (mode_ == Mode::Capture) {
+        if (ask) capture_node(t);
+        return false;  // observe only: never isolate a node during capture
+    }
+    if (mode_ != Mode::Stream) return ask ? false : true;
+    // The prefix test keeps every other node off this path: one memcmp per node.
+    if (std::memcmp(t->name, "ffn_moe_", 8) != 0) return ask ? false : true;
+    if (!fatal_.empty()) return ask ? false : true;
+    try {
+        const int il = topk_layer(t->name);
+        if (il >= 0) {
+            if (ask) return true;
+            // A MoE layer whose experts were not captured stays resident.
+            if (cache_.layer(il) != nullptr) on_topk(il, t);
+            return true;
+        }
+        if (pending_.il < 0) return ask ? false : true;
+        int variant = -1;
+        const int wl = weights_layer(t->name, &variant);
+        if (wl >= 0) {
+            if (wl != pending_.il) return ask ? false : true;
+            const int8_t term = terminal_[static_cast<size_t>(wl)];
+            if (ask) return term < 0 || term == variant;
+            on_weights(wl, variant, t);
+            return true;
+        }
+        // Past the weight chain without meeting the learned terminal: load before the first
+        // expert matmul of the layer runs (this ask comes before it is computed).
+        if (ask && pending_.deferred && t->op == GGML_OP_MUL_MAT_ID) late_load();
+    } catch (const std::exception & e) {
+        fail(e.what());
+    }
+    return ask ? false : true;
+}
+
+int32_t Streamer::first_step(int il, int64_t n_tokens) {
+    if (il <= last_topk_il_) {  // a new compute batch
+        batch_first_ = next_position_;
+        batch_tokens_ = n_tokens;
+        if (next_position_ >= 0) next_position_ += n_tokens;
+    }
+    last_topk_il_ = il;
+    if (batch_first_ < 0 || n_tokens == 0 || n_tokens > batch_tokens_) return -1;
+    // A layer routing fewer rows than the batch has (the last one, where llama.cpp keeps only
+    // the rows whose logits are read) routes the batch's final positions.
+    return static_cast<int32_t>(batch_first_ + batch_tokens_ - n_tokens);
+}
+
+void Streamer::on_topk(int il, ggml_tensor * topk) {
+    close_pending();
+    const uint64_t t0 = now_ns();
+    const Layer & layer = *cache_.layer(il);
+    const int64_t k = topk->ne[0];
+    const int64_t n_tokens = topk->ne[1];
+    const bool armed = drop_armed();
+    const bool want_weights = armed || trace_;
+    ids_flat_.resize(static_cast<size_t>(k * n_tokens));
+    resident_flat_.resize(ids_flat_.size());
+    const auto * base = static_cast<const uint8_t *>(topk->data);
+    for (int64_t tok = 0; tok < n_tokens; ++tok) {
+        for (int64_t j = 0; j < k; ++j) {
+            const int32_t e = *reinterpret_cast<const int32_t *>(base + j * topk->nb[0] + tok * topk->nb[1]);
+            if (e < 0 || e >= layer.n_expert) throw std::runtime_error("router chose an expert out of range");
+            const size_t slot = static_cast<size_t>(tok * k + j);
+            ids_flat_[slot] = e;
+            // Residency before the load: what the drop rule and the route record see.
+            resident_flat_[slot] = want_weights && cache_.resident(il, e) ? 1 : 0;
+            ++c_.routed;
+            cache_.note_routed(il, e);
+        }
+    }
+    if (params_.drop_frac > 0.0f) c_.experts_routed += static_cast<uint64_t>(k * n_tokens);
+    pending_ = Pending{};
+    const int32_t step = first_step(il, n_tokens);
+    if (trace_) {
+        pending_.route = static_cast<int64_t>(route_loads_.size());
+        pending_.route_slot0 = route_experts_.size();
+        route_loads_.push_back({il, phase_, static_cast<int32_t>(n_tokens), static_cast<int32_t>(k), step});
+        route_experts_.insert(route_experts_.end(), ids_flat_.begin(), ids_flat_.end());
+        route_weights_.insert(route_weights_.end(), ids_flat_.size(),
+                              std::numeric_limits<float>::quiet_NaN());
+        for (uint8_t r : resident_flat_) {
+            route_residency_.push_back(cache_.lru() ? static_cast<int8_t>(r) : int8_t{-1});
+        }
+        route_dropped_.insert(route_dropped_.end(), ids_flat_.size(), 0);
+    }
+    if (terminal_.size() <= static_cast<size_t>(il)) terminal_.resize(static_cast<size_t>(il) + 1, -1);
+    c_.mgmt_ns += now_ns() - t0;
+    if (want_weights) {
+        pending_.il = il;
+        pending_.topk = topk;
+        pending_.k = k;
+        pending_.n_tokens = n_tokens;
+    }
+    if (armed && terminal_[static_cast<size_t>(il)] >= 0) {
+        pending_.deferred = true;  // the terminal weight node decides, then loads
+        return;
+    }
+    load_now(il);
+}
+
+namespace {
+
+// Where a weight node keeps slot j of token t: [1, k, n_tokens] (slot nb[1], token nb[2]) except
+// the norm variant's 2-D [k, n_tokens]. False for any other shape or type (then nothing is read).
+bool weight_strides(const ggml_tensor * w, int64_t k, int64_t n_tokens, int64_t * ss, int64_t * ts) {
+    if (w->type != GGML_TYPE_F32) return false;
+    if (w->ne[0] == 1 && w->ne[1] == k && w->ne[2] == n_tokens) {
+        *ss = static_cast<int64_t>(w->nb[1]);
+        *ts = static_cast<int64_t>(w->nb[2]);
+        return true;
+    }
+    if (w->ne[0] == k && w->ne[1] == n_tokens && w->ne[2] == 1) {
+        *ss = static_cast<int64_t>(w->nb[0]);
+        *ts = static_cast<int64_t>(w->nb[1]);
+        return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+void Streamer::on_weights(int il, int variant, const ggml_tensor * w) {
+    pending_.last_variant = variant;
+    int64_t ss = 0, ts = 0;
+    const bool readable = weight_strides(w, pending_.k, pending_.n_tokens, &ss, &ts);
+    if (pending_.route >= 0 && readable) {
+        // The weights as the router produced them (the last variant seen wins): the record keeps
+        // them even where the policy then drops a slot.
+        const auto * base = static_cast<const uint8_t *>(w->data);
+        float * out = route_weights_.data() + pending_.route_slot0;
+        for (int64_t tok = 0; tok < pending_.n_tokens; ++tok) {
+            for (int64_t j = 0; j < pending_.k; ++j) {
+                out[tok * pending_.k + j] = *reinterpret_cast<const float *>(base + tok * ts + j * ss);
+            }
+        }
+    }
+    if (!pending_.deferred || terminal_[static_cast<size_t>(il)] != variant) return;
+    pending_.deferred = false;
+    if (readable) {
+        decide(w, ss, ts);
+    }
+    load_now(il);  // unreadable shape: undropped rather than guessed
+}
+
+void Streamer::close_pending() {
+    if (pending_.il < 0) return;
+    if (pending_.deferred) {
+        late_load();  // only reached when no expert matmul of the layer was seen either
+    } else if (pending_.last_variant >= 0 && terminal_[static_cast<size_t>(pending_.il)] < 0) {
+        const bool lost = (params_.debug_flags & kDebugLostTerminal) != 0;
+        terminal_[static_cast<size_t>(pending_.il)] =
+            static_cast<int8_t>(lost ? kWeightVariants : pending_.last_variant);
+    }
+    pending_ = Pending{};
+}
+
+void Streamer::late_load() {
+    const int il = pending_.il;
+    terminal_[static_cast<size_t>(il)] = -1;  // forget the guess: re-learned on the next graph
+    pending_.deferred = false;
+    pending_.last_variant = -1;
+    load_now(il);
+}
+
+void Streamer::decide(const ggml_tensor * w, int64_t ss, int64_t ts) {
+    const uint64_t t0 = now_ns();
+    const int64_t k = pending_.k, n_tokens = pending_.n_tokens;
+    auto * wbase = static_cast<uint8_t *>(w->data);
+    const ggml_tensor * topk = pending_.topk;
+    auto * ibase = static_cast<uint8_t *>(topk->data);
+    row_w_.resize(static_cast<size_t>(k));
+    row_dropped_.resize(static_cast<size_t>(k));
+    const bool repoint = (params_.debug_flags & kDebugNoRepoint) == 0;
+    for (int64_t tok = 0; tok < n_tokens; ++tok) {
+        int32_t * ids = ids_flat_.data() + tok * k;
+        for (int64_t j = 0; j < k; ++j) {
+            row_w_[static_cast<size_t>(j)] = *reinterpret_cast<const float *>(wbase + tok * ts + j * ss);
+        }
+        const DropRowResult r = drop_row(k, row_w_.data(), ids, resident_flat_.data() + tok * k,
+                                         params_.drop_frac, params_.drop_renorm != 0,
+                                         row_dropped_.data());
+        c_.experts_dropped += static_cast<uint64_t>(r.dropped);
+        c_.dropped_weight += r.dropped_weight;
+        c_.examined_weight += r.total_weight;
+        if (r.dropped == 0) continue;
+        for (int64_t j = 0; j < k; ++j) {
+            *reinterpret_cast<float *>(wbase + tok * ts + j * ss) = row_w_[static_cast<size_t>(j)];
+            if (!row_dropped_[static_cast<size_t>(j)]) continue;
+            if (pending_.route >= 0) route_dropped_[pending_.route_slot0 + static_cast<size_t>(tok * k + j)] = 1;
+            if (repoint) {
+                *reinterpret_cast<int32_t *>(ibase + j * topk->nb[0] + tok * topk->nb[1]) = ids[j];
+            } else {
+                ids[j] = -1;  // the guard's control: the graph keeps the id, the load skips it
+            }
+        }
+    }
+    c_.mgmt_ns += now_ns() - t0;
+}
+
+void Streamer::load_now(int il) {
+    const uint64_t t0 = now_ns();
+    const Layer & layer = *cache_.layer(il);
+    // Distinct experts in first-seen order; duplicates (and dropped slots, repointed onto the
+    // row's top expert) are not looked up again.
+    seen_.assign(static_cast<size_t>(layer.n_expert), 0);
+    ids_.clear();
+    for (int32_t e : ids_flat_) {
+        if (e < 0 || seen_[static_cast<size_t>(e)]) continue;
+        seen_[static_cast<size_t>(e)] = 1;
+        ids_.push_back(e);
+    }
+    c_.mgmt_ns += now_ns() - t0;
+    cache_.load(il, ids_, *files_, c_);
+}
+
+void Streamer::fail(const std::string & message) {
+    if (fatal_.empty()) fatal_ = "expert streaming failed: " + message;
+    if (abort_ != nullptr) wb_abort_flag_set_fatal(abort_, 1);
+}
+
+}  // namespace wb
