@@ -7,6 +7,7 @@ from enum import StrEnum
 
 import numpy as np
 
+from workbench.engine.images import ImageInput
 from workbench.engine.metrics import RunSummary, TokenMetrics
 
 
@@ -45,6 +46,8 @@ class GenerateRequest:
     # The conversation this turn belongs to (its id in the store): its KV state is kept in the
     # session's pool while others use the context. None: no pool (the CLI's one conversation).
     conversation: str | None = None
+    # Images attached to this message (engine/images.py), shown to the model before its text.
+    images: tuple[ImageInput, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
