@@ -8,23 +8,58 @@ from pathlib import Path
 
 
 def add_inspect_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="describe a GGUF model file (without loading it)")
+    p = sub.add_parser("inspect", help="describe a GGUF model or image projector file "
+                                       "(without loading it)")
     p.add_argument("model", nargs="?", default="",
-                   help="model file (first shard of a split model); default: the embedded model")
+                   help="model file (first shard of a split model) or an mmproj projector; "
+                        "default: the embedded model")
+    p.add_argument("--mmproj", default="", metavar="PATH",
+                   help="also describe this image projector (default: an mmproj*.gguf beside "
+                        "the model, if there is one)")
     p.set_defaults(run=run_inspect)
 
 
 def run_inspect(args: argparse.Namespace) -> int:
     from workbench.moe.layout import ModelFileError, format_facts, read_model_facts
+    from workbench.moe.projector import find_beside, format_projector, read_projector_facts
 
     path = Path(args.model) if args.model else _embedded()
+    if _is_projector(path):
+        try:
+            print(format_projector(read_projector_facts(path)))
+        except ModelFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return 0
     try:
         facts = read_model_facts(path)
     except ModelFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(format_facts(facts))
+    projector = Path(args.mmproj) if args.mmproj else find_beside(path)
+    if projector is not None:
+        try:
+            proj = read_projector_facts(projector)
+        except ModelFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(format_projector(proj))
+        if 0 < proj.projection_dim != facts.n_embd > 0:
+            print(f"warning: the projector makes embeddings {proj.projection_dim} wide; this "
+                  f"model reads {facts.n_embd}: they do not fit together", file=sys.stderr)
     return 0
+
+
+def _is_projector(path: Path) -> bool:
+    """A GGUF whose architecture is "clip" (an mmproj file), by its header alone."""
+    from gguf import GGUFReader
+
+    try:
+        field = GGUFReader(path, "r").fields.get("general.architecture")
+    except (OSError, ValueError, IndexError):
+        return False
+    return field is not None and bytes(field.parts[field.data[0]]) == b"clip"
 
 
 def add_make_model_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,6 +83,9 @@ def add_make_model_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--expert-width", type=int, help="hidden width of one expert")
     p.add_argument("--quant", choices=WEIGHT_TYPES, help="expert weight type")
     p.add_argument("--gib", type=float, help="bench size: aim the expert weights at this many GiB")
+    p.add_argument("--mmproj", type=Path, metavar="PROJ.gguf",
+                   help="also write a matching synthetic image projector (random weights, "
+                        "projector type mlp, 32 px images, 16 tokens per image)")
     p.set_defaults(run=run_make_model)
 
 
@@ -69,6 +107,17 @@ def run_make_model(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:  # OutputFileError: full disk, missing directory, ...
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if args.mmproj is not None:
+        from workbench.moe.synth import spec_for
+        from workbench.moe.synth_mmproj import ProjectorSpec, write_projector
+
+        n_embd = spec_for(args.arch, args.size, **overrides).n_embd
+        try:
+            paths.append(write_projector(args.mmproj, ProjectorSpec(n_embd_out=n_embd),
+                                         seed=args.seed))
+        except (ValueError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     total = sum(p.stat().st_size for p in paths)
     for path in paths:
         print(path)
