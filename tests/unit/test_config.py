@@ -51,6 +51,7 @@ def test_names_are_unique_identifiers() -> None:
 def test_attribute_names_are_the_engine_contract() -> None:
     assert [s.name for s in SETTINGS] == [
         "model", "n_ctx", "n_batch", "n_ubatch", "n_threads", "chat_template", "chat_template_file",
+        "mmproj",
         "temp", "top_k", "top_p", "seed", "n_predict", "think", "system_prompt",
         "moe_stream", "cache_mb", "cache_auto", "cache_floor_mb", "cache_ceil_mb", "io_threads",
         "o_direct", "dense_weights", "n_expert_used", "kv_pool_mb", "kv_disk_mb"]

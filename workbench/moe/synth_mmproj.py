@@ -12,6 +12,7 @@ Only numpy and the `gguf` package: no llama.cpp import here.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,3 +111,17 @@ def _tensors(spec: ProjectorSpec, seed: int) -> list[tuple[str, np.ndarray]]:
                 rand("mm.2.weight", (out, out), 1.0 / np.sqrt(out)),
                 const("mm.2.bias", (out,), 0.0)]
     return tensors
+
+
+def solid_png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    """A PNG of one colour (test images and the screenshot's, without an image library)."""
+    row = b"\x00" + bytes(rgb) * width  # filter byte 0, then the pixels
+    raw = row * height
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
+            + chunk(b"IEND", b""))
