@@ -115,6 +115,29 @@ MIGRATIONS: list[str] = [
     ALTER TABLE messages ADD COLUMN owner TEXT NOT NULL DEFAULT '';
     ALTER TABLE schema_version ADD COLUMN app_version TEXT NOT NULL DEFAULT '';
     """,
+    # 3: images attached to messages (images.py): the bytes once per content hash, and which
+    # message shows which, in order. The last reference going takes the bytes with it.
+    """
+    CREATE TABLE images (
+        sha256 TEXT PRIMARY KEY,
+        data BLOB NOT NULL,
+        name TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE message_images (
+        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        sha256 TEXT NOT NULL REFERENCES images(sha256),
+        name TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (message_id, position)
+    ) WITHOUT ROWID;
+    CREATE INDEX message_images_sha ON message_images(sha256);
+    CREATE TRIGGER images_unreferenced AFTER DELETE ON message_images
+    WHEN NOT EXISTS (SELECT 1 FROM message_images WHERE sha256 = OLD.sha256)
+    BEGIN
+        DELETE FROM images WHERE sha256 = OLD.sha256;
+    END;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
