@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from workbench.config import Config
+from workbench.engine.images import ImageInput
 from workbench.engine.kv_pool import HeldState
 from workbench.engine.requests import (
     Forecast,
@@ -69,6 +70,7 @@ class LoadedModel:
     load_seconds: float
     run_info: Any  # RunInfo (a plain dataclass, safe to read from any thread once built)
     is_moe: bool
+    sees_images: bool = False  # an image projector is loaded
 
     @property
     def o_direct(self) -> bool:
@@ -165,9 +167,11 @@ class EngineBridge:
 
     # ---- conversation state ---------------------------------------------------------------------
 
-    async def set_history(self, messages: list[dict[str, str]]) -> None:
-        """Tell the engine which complete turns are the model's context (a branch or a chat)."""
-        await self._call(lambda: self._require().set_history(messages))
+    async def set_history(self, messages: list[dict[str, str]],
+                          images: list[ImageInput] | None = None) -> None:
+        """Tell the engine which complete turns are the model's context (a branch or a chat);
+        `images` are those its messages refer to."""
+        await self._call(lambda: self._require().set_history(messages, images))
 
     async def forecast(self, history: list[dict[str, str]], text: str,
                        conversation: str | None) -> Forecast | None:
@@ -333,4 +337,5 @@ def _describe(session: Session) -> LoadedModel:
         load_seconds=session.load_seconds,
         run_info=info,
         is_moe=session.facts.is_moe,
+        sees_images=session.sees_images,
     )
