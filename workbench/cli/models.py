@@ -72,8 +72,9 @@ def add_make_model_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--arch", choices=ARCHES, default="qwen3moe")
     p.add_argument("--size", choices=SIZES, default="tiny")
-    p.add_argument("-o", "--output", required=True, type=Path,
-                   help="GGUF file to write (its directory must exist)")
+    p.add_argument("-o", "--output", type=Path,
+                   help="GGUF file to write (its directory must exist); required unless "
+                        "--mmproj-for is given")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--split-max-tensors", type=int, default=0, metavar="N",
                    help="write a split model with at most N tensors per shard")
@@ -86,11 +87,20 @@ def add_make_model_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mmproj", type=Path, metavar="PROJ.gguf",
                    help="also write a matching synthetic image projector (random weights, "
                         "projector type mlp, 32 px images, 16 tokens per image)")
+    p.add_argument("--mmproj-for", type=Path, metavar="MODEL.gguf",
+                   help="write only the --mmproj projector, as wide as this existing model's "
+                        "embeddings (e.g. the embedded model, for a screenshot)")
     p.set_defaults(run=run_make_model)
 
 
 def run_make_model(args: argparse.Namespace) -> int:
     from workbench.moe.synth import write_synthetic_moe
+
+    if args.mmproj_for is not None:
+        return _projector_for(args)
+    if args.output is None:
+        print("error: -o/--output is required (the model file to write)", file=sys.stderr)
+        return 2
 
     overrides: dict[str, object] = {}
     for flag, field in (("layers", "n_layer"), ("experts", "n_expert"),
@@ -123,6 +133,25 @@ def run_make_model(args: argparse.Namespace) -> int:
         print(path)
     print(f"wrote {len(paths)} file(s), {total / (1 << 20):.1f} MiB "
           "(synthetic weights: the model's text is noise)", file=sys.stderr)
+    return 0
+
+
+def _projector_for(args: argparse.Namespace) -> int:
+    from workbench.moe.layout import ModelFileError, read_model_facts
+    from workbench.moe.synth_mmproj import ProjectorSpec, write_projector
+
+    if args.mmproj is None:
+        print("error: --mmproj-for needs --mmproj PROJ.gguf (the file to write)", file=sys.stderr)
+        return 2
+    try:
+        n_embd = read_model_facts(args.mmproj_for).n_embd
+        path = write_projector(args.mmproj, ProjectorSpec(n_embd_out=n_embd), seed=args.seed)
+    except (ModelFileError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(path)
+    print(f"wrote a synthetic image projector {n_embd} wide for {args.mmproj_for.name} (random "
+          "weights: what the model 'sees' is noise)", file=sys.stderr)
     return 0
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
 
+IMAGE_CHATS = (("What is in this picture? Answer in one sentence.",),)
 SCREENSHOT_CHATS = (
     ("Write a haiku about autumn leaves.",),
     ("In two sentences, what is a mixture-of-experts language model?",
@@ -36,6 +37,9 @@ def add_screenshot_parser(sub: argparse._SubParsersAction) -> None:
                    help="use the real data directory instead of a temporary one")
     p.add_argument("--front", choices=("telemetry", "experts"), default="telemetry",
                    help="the dock in front on the right: live telemetry or the expert map")
+    p.add_argument("--image", action="append", default=[], type=Path, metavar="FILE",
+                   help="attach this image to the last chat's first message (repeatable; "
+                        "needs --mmproj)")
     p.set_defaults(run=run_screenshot_cmd)
 
 
@@ -73,8 +77,9 @@ def run_screenshot_cmd(args: argparse.Namespace) -> int:
 
     async def script(window) -> int:
         try:
-            await take_screenshot(window, out, SCREENSHOT_CHATS, (args.width, args.height),
-                                  args.front)
+            await take_screenshot(window, out,
+                                  SCREENSHOT_CHATS + (IMAGE_CHATS if args.image else ()),
+                                  (args.width, args.height), args.front, images=args.image)
         except OutputFileError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

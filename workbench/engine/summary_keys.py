@@ -69,7 +69,8 @@ KEYS: tuple[SummaryKey, ...] = (
                upstream=False),
     SummaryKey("n_past", "%d", "n_past", "context position after the turn", upstream=False),
     SummaryKey("ttft_s", "%.3f", "ttft_seconds",
-               "request start to the first generated token being available", upstream=False),
+               "request start to the first generated token being available (includes any KV "
+               "restore and image encoding)", upstream=False),
     SummaryKey("gen_s", _S_PER_TOKEN, "gen_seconds", "the exact denominator of `tok/s`",
                upstream=False),
     SummaryKey("stop_reason", _TEXT, "stop_reason", "`eos`, `length`, `stopped` or `error`",
