@@ -83,3 +83,18 @@ def test_purging_a_conversation_removes_bytes_no_one_refers_to(store):
     store.purge_deleted()
     assert _count(store, "images") == 1  # BLUE went with a; RED is still b's
     assert _count(store, "message_images") == 1
+
+
+def test_salvage_and_merging_carry_the_images(tmp_path):
+    from workbench.store.salvage import copy_rows
+
+    with Store.open(tmp_path / "src.db") as src, Store.open(tmp_path / "dst.db") as dst:
+        conv = src.create_conversation()
+        m = src.add_message(conv.id, None, "user", "look", images=[RED, BLUE])
+        copied = copy_rows(src._db, dst._db)
+        assert copied.messages == 1 and copied.skipped == 0
+        (new_conv,) = dst.list_conversations()
+        (new_m,) = dst.active_path(new_conv.id)
+        assert new_m.id and m.id
+        got = dst.message_images([new_m.id])[new_m.id]
+        assert [i.data for i in got] == [RED.data, BLUE.data]

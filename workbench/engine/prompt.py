@@ -21,6 +21,7 @@ from workbench.engine.images import (
 )
 
 Message = dict[str, str]
+MAX_DECODED = 64  # decoded images kept between turns (each is width × height × 3 bytes)
 
 
 @dataclass(slots=True)
@@ -142,6 +143,9 @@ class PromptBuilder:
                     ) -> tuple[list[int], list[ImageSpan], mtmd.Chunks]:
         projector = self.projector
         assert projector is not None
+        if len(self._bitmaps) > MAX_DECODED:  # a long session of many pictures
+            for old in [h for h in self._bitmaps if h not in set(ordered)]:
+                self._bitmaps.pop(old).close()
         bitmaps = []
         for sha in ordered:
             bitmap = self._bitmaps.get(sha)

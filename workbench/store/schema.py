@@ -130,7 +130,7 @@ MIGRATIONS: list[str] = [
         sha256 TEXT NOT NULL REFERENCES images(sha256),
         name TEXT NOT NULL DEFAULT '',
         PRIMARY KEY (message_id, position)
-    ) WITHOUT ROWID;
+    );  -- with rowids: salvage.py walks a damaged table by rowid
     CREATE INDEX message_images_sha ON message_images(sha256);
     CREATE TRIGGER images_unreferenced AFTER DELETE ON message_images
     WHEN NOT EXISTS (SELECT 1 FROM message_images WHERE sha256 = OLD.sha256)
