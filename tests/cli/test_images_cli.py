@@ -43,7 +43,10 @@ def test_the_issue_command_works_and_reports_the_image(made):
     assert proc.returncode == 0, proc.stderr
     assert "images: 1 in the prompt, 1 encoded into 16 tokens in" in proc.stderr
     assert "TTFT include it" in proc.stderr
-    summary = read_metrics_csv(made / "run.csv").summaries[0]
+    metrics = read_metrics_csv(made / "run.csv")
+    assert metrics.preamble["wb_mmproj"] == "P.gguf"
+    assert metrics.settings["mmproj"] == "P.gguf"
+    summary = metrics.summaries[0]
     assert (summary["images"], summary["images_encoded"], summary["image_tokens"]) == (1, 1, 16)
     assert summary["image_encode_s"] > 0
 
