@@ -111,3 +111,20 @@ def test_a_large_image_is_decoded_off_the_ui_thread(qtbot):
     assert thumb.text() == "loading…"  # the UI thread did not wait for the decode
     qtbot.waitUntil(lambda: thumb.decoded, timeout=30_000)
     assert thumb.pixmap().width() <= 72 and not thumb.pixmap().isNull()
+
+
+def test_a_screenshot_can_show_an_image_in_the_chat(make_window, run, model_config,
+                                                    tiny_moe_path, tiny_mmproj_path, tmp_path):
+    from PySide6.QtGui import QImage
+
+    from workbench.ui.qt_screenshot import take_screenshot
+
+    red = tmp_path / "red.png"
+    red.write_bytes(solid_png(120, 90, (255, 0, 0)))
+    window = make_window(_vision_config(model_config, tiny_moe_path, tiny_mmproj_path))
+    out = tmp_path / "shot.png"
+    run(take_screenshot(window, out, [("Describe",)], (1280, 800), images=[red]))
+    assert not QImage(str(out)).isNull()
+    user = window.chat_view.messages[-2]
+    assert user.shown.role == "user" and len(user.thumbnails.thumbnails) == 1
+    assert user.thumbnails.thumbnails[0].isVisibleTo(window)
