@@ -35,6 +35,7 @@ def test_attach_send_and_see_the_image(make_window, run, qtbot, model_config, ti
     assert window.chat.model is not None and window.chat.model.sees_images
     composer = window.composer
     _drop(composer.prompt, [red])  # dropped on the message box: attached, not typed
+    qtbot.waitUntil(lambda: composer.reading == 0, timeout=10_000)  # read off the UI thread
     assert composer.prompt.toPlainText() == ""
     assert [a.name for a in composer.attachments] == ["red.png"]
     thumb = composer.thumbnails.thumbnails[0]
@@ -92,13 +93,14 @@ def test_attaching_without_a_projector_says_how_to_fix_it(make_window, model_con
     assert "mmproj" in NO_PROJECTOR_HINT and "model picker" in NO_PROJECTOR_HINT
 
 
-def test_a_vanished_or_bad_file_is_reported_and_not_attached(make_window, model_config,
+def test_a_vanished_or_bad_file_is_reported_and_not_attached(make_window, qtbot, model_config,
                                                              tiny_moe_path, tiny_mmproj_path,
                                                              tmp_path):
     window = make_window(_vision_config(model_config, tiny_moe_path, tiny_mmproj_path))
     empty = tmp_path / "empty.png"
     empty.write_bytes(b"")
     window.composer.attach_files([tmp_path / "gone.png", empty])
+    qtbot.waitUntil(lambda: window.composer.reading == 0, timeout=10_000)
     assert window.composer.attachments == []
     hint = window.composer.hint.text()
     assert "gone.png is gone" in hint and "empty.png is empty" in hint

@@ -21,6 +21,8 @@ async def chat(window: QtMainWindow, prompts: Sequence[str], images: Sequence[Pa
     for i, prompt in enumerate(prompts):
         if i == 0 and images:
             window.composer.attach_files(images)
+            while window.composer.reading:
+                await asyncio.sleep(0.05)
             if len(window.composer.attachments) != len(images):
                 raise RuntimeError(f"the images could not be attached: "
                                    f"{window.composer.hint.text()}")

@@ -7,10 +7,11 @@ and, after a click, "Stopping…" until the engine confirms. The line under the 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, Qt, Signal
+from PySide6.QtCore import QMimeData, QObject, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -37,6 +38,10 @@ NO_PROJECTOR_HINT = (
 
 def _dropped_files(mime: QMimeData) -> list[Path]:
     return [Path(u.toLocalFile()) for u in mime.urls() if u.isLocalFile()]
+
+
+class _ReadDone(QObject):
+    done = Signal(list, list)  # images, problems
 
 
 class QtPromptEdit(QPlainTextEdit):
@@ -100,6 +105,9 @@ class QtComposer(QWidget):
         self.thumbnails = QtThumbnailStrip()
         self.attachments: list[ImageInput] = []
         self.sees_images = False
+        self.reading = 0  # attach_files reads in flight
+        self._read = _ReadDone(self)
+        self._read.done.connect(self._attached)
         self.button = QPushButton("Send")
         self.button.setMinimumWidth(90)
         self.button.clicked.connect(self._clicked)
@@ -185,21 +193,31 @@ class QtComposer(QWidget):
         self.attach_files([Path(p) for p in paths])
 
     def attach_files(self, paths: Iterable[Path]) -> None:
-        """Read and attach image files; what cannot be attached is said in the hint line."""
+        """Read and attach image files, off the UI thread (a file may sit on a slow disk);
+        what cannot be attached is said in the hint line. `reading` is True meanwhile."""
         paths = list(paths)
         if not paths:
             return
         if not self.sees_images:
             self.hint.setText(NO_PROJECTOR_HINT)
             return
-        problems = []
+        self.reading += 1
+
+        def read() -> None:
+            images, problems = [], []
+            for path in paths:
+                try:
+                    images.append(read_image(path))
+                except ImageInputError as exc:
+                    problems.append(str(exc))
+            self._read.done.emit(images, problems)  # queued to the UI thread
+
+        threading.Thread(target=read, name="attach", daemon=True).start()
+
+    def _attached(self, images: list[ImageInput], problems: list[str]) -> None:
+        self.reading -= 1
         added = list(self.attachments)
-        for path in paths:
-            try:
-                image = read_image(path)
-            except ImageInputError as exc:
-                problems.append(str(exc))
-                continue
+        for image in images:
             if all(a.sha256 != image.sha256 for a in added):
                 added.append(image)
         self.set_attachments(added)
