@@ -38,6 +38,17 @@ def tiny_moe_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_synthetic_moe(out, arch="qwen3moe", size="tiny")[0]
 
 
+@pytest.fixture(scope="session")
+def tiny_mmproj_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A synthetic image projector that fits the tiny model (16 tokens per image). In a folder
+    of its own: beside the model it would be found by every test that opens that model."""
+    from workbench.moe.synth import spec_for
+    from workbench.moe.synth_mmproj import ProjectorSpec, write_projector
+
+    out = tmp_path_factory.mktemp("projectors") / "mmproj-tiny.gguf"
+    return write_projector(out, ProjectorSpec(n_embd_out=spec_for("qwen3moe", "tiny").n_embd))
+
+
 @pytest.fixture
 def open_session() -> Iterator[Callable[..., object]]:
     """Factory: open_session(**config_changes) -> Session; every session is closed afterwards."""

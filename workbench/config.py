@@ -173,6 +173,9 @@ SETTINGS: tuple[Setting, ...] = (
             "A Jinja chat template to use instead of the model's own (e.g. for a file that lacks "
             "one)", "load", special=(("", "the model's own"),), metavar="PATH",
             requires=_CHAT),
+    Setting("mmproj", "str", "", "Image projector", "Model",
+            "The model's image projector (an mmproj GGUF): lets the model see attached images",
+            "load", special=(("", "none: images cannot be attached"),), metavar="PATH"),
     # Sampling: per request. Greedy (temp 0) is reproducible and ignores the other knobs.
     Setting("temp", "float", 0.0, "Temperature", "Sampling",
             "How adventurous sampling is; 0 (greedy) takes the likeliest token, reproducibly",
@@ -307,6 +310,7 @@ class Config:
     n_threads: int = _default("n_threads")
     chat_template: bool = _default("chat_template")
     chat_template_file: str = _default("chat_template_file")
+    mmproj: str = _default("mmproj")
     temp: float = _default("temp")
     top_k: int = _default("top_k")
     top_p: float = _default("top_p")

@@ -60,6 +60,7 @@ def test_names_are_unique_identifiers() -> None:
 def test_attribute_names_are_the_engine_contract() -> None:
     assert [s.name for s in SETTINGS] == [
         "model", "n_ctx", "n_batch", "n_ubatch", "n_threads", "chat_template", "chat_template_file",
+        "mmproj",
         "temp", "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty",
         "frequency_penalty", "repeat_last_n", "seed", "n_predict", "think", "system_prompt",
         "auto_title",

@@ -34,6 +34,7 @@ def test_import_contracts_hold():
     ("engine/metrics.py", "import PySide6", "Qt only in ui"),
     ("moe/layout.py", "from workbench.engine import requests", "Layers point downward"),
     ("engine/prompt.py", "import llama_cpp", "llama_cpp only in backend.llama"),
+    ("engine/images.py", "import llama_cpp.mtmd_cpp", "llama_cpp only in backend.llama"),
     ("ui/chat/shown.py", "from workbench.engine import session", "engine.session only"),
 ])
 def test_the_contracts_catch_a_violation(tmp_path, module, line, contract):

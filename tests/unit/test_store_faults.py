@@ -190,9 +190,11 @@ def test_salvage_copies_every_readable_row_from_corrupt_pages(tmp_path: Path):
         assert copied.unreadable >= 1
         convs = fresh.list_conversations()
         assert len(convs) == copied.conversations
-        # Every salvaged conversation opens on a branch of readable messages.
+        # Every salvaged conversation opens on a branch of readable messages. One conversation's
+        # messages fit in one page, so each of the three corrupt pages may empty one of them
+        # (which do depends on the page layout: a schema step that adds tables shifts it).
         shown = [fresh.active_path(c.id) for c in convs]
-        assert sum(1 for p in shown if p) >= len(convs) - 1
+        assert sum(1 for p in shown if p) >= len(convs) - 3
         assert all(m.content.startswith("message ") for p in shown for m in p)
         assert fresh.search("lorem")  # the search index covers them
     assert _digest(damage_path) == before  # read-only

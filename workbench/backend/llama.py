@@ -108,6 +108,11 @@ def recent_errors() -> list[str]:
 _LOG_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
 
 
+def log_callback() -> object:
+    """The callback llama.cpp logs through (libmtmd is pointed at it too: one log)."""
+    return _log_callback
+
+
 def ensure_backend() -> None:
     global _backend_ready
     with _backend_lock:

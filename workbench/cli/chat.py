@@ -32,6 +32,9 @@ def add_chat_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", metavar="FILE",
                    help="write per-token metrics to FILE (its directory must exist; FILE "
                         "appears, whole, when the chat ends)")
+    p.add_argument("--image", action="append", default=[], metavar="FILE",
+                   help="one-shot: show this image to the model with the prompt (repeatable; "
+                        "needs --mmproj, or an mmproj*.gguf beside the model)")
     p.add_argument("--progress", action="store_true",
                    help="print one JSON line per token to stderr")
     p.add_argument("--route-trace", metavar="FILE",
@@ -51,6 +54,12 @@ def run_chat(args: argparse.Namespace) -> int:
               "the routing", file=sys.stderr)
         return 2
     try:
+        images, config = _images(args, config)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    args.images = images
+    try:
         # Before the load: a --csv that cannot be written is refused in a second, not after.
         if route_trace:
             check_output_path(route_trace)
@@ -65,6 +74,31 @@ def run_chat(args: argparse.Namespace) -> int:
         metrics.close(1)
         raise
     return metrics.close(code)
+
+
+def _images(args: argparse.Namespace, config: Config) -> tuple[list, Config]:
+    """The --image files, read and checked before the load (ImageInputError, a ValueError),
+    and the config with the projector found beside the model when none was given."""
+    if not args.image:
+        return [], config
+    from pathlib import Path
+
+    from workbench.engine.images import read_image
+    from workbench.moe.projector import find_beside
+
+    if args.prompt is None:
+        raise ValueError("--image goes with a one-shot prompt (-p TEXT)")
+    images = [read_image(path) for path in args.image]
+    if not config.mmproj and config.model:
+        beside = find_beside(Path(config.model))
+        if beside is None:
+            raise ValueError(
+                f"--image needs the model's image projector: pass --mmproj PROJ.gguf (no "
+                f"mmproj*.gguf was found beside {Path(config.model).name})")
+        print(f"note: using the image projector beside the model: {beside.name}",
+              file=sys.stderr)
+        config = config.replace(mmproj=str(beside))
+    return images, config
 
 
 class _MetricsFile:
@@ -138,7 +172,8 @@ def _chat(args: argparse.Namespace, config: Config, metrics: _MetricsFile) -> in
             print(streaming_banner(session), file=sys.stderr)
         try:
             if args.prompt is not None:
-                result = _turn(engine, session, GenerateRequest(text=args.prompt), args.progress)
+                request = GenerateRequest(text=args.prompt, images=tuple(args.images))
+                result = _turn(engine, session, request, args.progress)
                 metrics.check()
                 return 0 if result.ok or result.stopped else 1
             return _interactive(engine, session, args.progress, metrics.check)
@@ -283,6 +318,15 @@ def format_perf(s: RunSummary, threads: int) -> str:
                 f"{s.cache_evictions} evictions, {s.cache_rereads} re-reads, token demand "
                 f"{s.token_demand_mib:.1f} MiB"
             )
+    if s.n_images > 0:
+        if s.images_encoded > 0:
+            lines.append(
+                f"images: {s.n_images} in the prompt, {s.images_encoded} encoded into "
+                f"{s.image_tokens} tokens in {s.image_encode_seconds:.3f} s (prefill and TTFT "
+                "include it)")
+        else:
+            lines.append(f"images: {s.n_images} in the prompt, reused from the KV cache "
+                         "(not encoded again)")
     lines.append(
         f"loop overhead: {1000 * s.loop_overhead_s_per_token:.2f} ms/token | context "
         f"{s.n_past}/{s.n_ctx}"

@@ -10,6 +10,7 @@ from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
 from workbench.embedded import SUGGESTED_QUESTION
 
+IMAGE_CHATS = (("What is in this picture? Answer in one sentence.",),)
 SCREENSHOT_CHATS = (
     (SUGGESTED_QUESTION,),
     ("In two sentences, what is a mixture-of-experts language model?",
@@ -39,6 +40,9 @@ def add_screenshot_parser(sub: argparse._SubParsersAction) -> None:
                    help="the dock in front on the right: live telemetry or the expert map")
     p.add_argument("--theme", choices=("light", "dark"), default="light",
                    help="the window's theme in the picture")
+    p.add_argument("--image", action="append", default=[], type=Path, metavar="FILE",
+                   help="attach this image to the last chat's first message (repeatable; "
+                        "needs --mmproj)")
     p.set_defaults(run=run_screenshot_cmd)
 
 
@@ -82,8 +86,9 @@ def run_screenshot_cmd(args: argparse.Namespace) -> int:
     async def script(window) -> int:
         window.set_theme(args.theme)
         try:
-            await take_screenshot(window, out, SCREENSHOT_CHATS, (args.width, args.height),
-                                  args.front)
+            await take_screenshot(window, out,
+                                  SCREENSHOT_CHATS + (IMAGE_CHATS if args.image else ()),
+                                  (args.width, args.height), args.front, images=args.image)
         except OutputFileError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

@@ -107,6 +107,12 @@ class RunSummary:
     # TTFT includes (unmeasured when nothing was restored).
     kv_source: str = ""
     kv_restore_seconds: float = UNMEASURED
+    # Images (engine/images.py): -1 when the session has no image projector. TTFT includes
+    # the encode time.
+    n_images: int = -1  # images in the prompt
+    images_encoded: int = -1  # of those, encoded this turn (the others were reused from the KV)
+    image_tokens: int = -1  # embeddings of the images encoded this turn
+    image_encode_seconds: float = UNMEASURED
 
     @property
     def s_per_token(self) -> float:

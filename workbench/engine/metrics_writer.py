@@ -161,6 +161,7 @@ def preamble_lines(info: RunInfo) -> list[str]:
             value &= 0xFFFFFFFF  # upstream prints %u: -1 is LLAMA_DEFAULT_SEED (random)
         sampling_line.append((key, _value(value)))
     version = info.engine_version
+    mmproj = _setting(settings, "mmproj")
     settings_json = json.dumps(
         settings, separators=(",", ":"), sort_keys=True, ensure_ascii=False, default=str
     )
@@ -185,6 +186,9 @@ def preamble_lines(info: RunInfo) -> list[str]:
                 ("wb_model_hash", encode_value(info.model.fast_hash)),
                 ("wb_n_vocab", _value(info.n_vocab)),
                 ("wb_n_ctx_train", _value(info.n_ctx_train)),
+                # The image projector's file name ("" without one): image figures need it.
+                ("wb_mmproj", encode_value(_basename(str(mmproj))
+                                           if mmproj not in (_MISSING, None) else "")),
             ]
         ),
         "# wb_settings=" + encode_value(settings_json),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from workbench.backend import llama
+from workbench.backend import llama, mtmd
 from workbench.engine.chat.reasoning import (
     ReasoningParser,
     detect_reasoning_format,
@@ -12,42 +12,90 @@ from workbench.engine.chat.reasoning import (
 )
 from workbench.engine.chat.template import ChatTemplate, TemplateError
 from workbench.engine.chat.think import ThinkControl, no_think_prefill
+from workbench.engine.images import (
+    ImageInput,
+    ImageInputError,
+    check_image,
+    image_token_ids,
+    message_images,
+)
 
 Message = dict[str, str]
+MAX_DECODED = 64  # decoded images kept between turns (each is width × height × 3 bytes)
+
+
+@dataclass(slots=True)
+class ImageSpan:
+    """Where one image sits in a prompt's tokens, and the chunk that evaluates it."""
+
+    start: int  # its first position
+    n_pos: int  # positions it takes (== its stand-in ids in Prompt.tokens)
+    sha256: str
+    chunk: mtmd.Chunk
 
 
 @dataclass(slots=True)
 class Prompt:
-    tokens: list[int]
+    tokens: list[int]  # images stand in as negative ids (engine/images.py)
     text: str  # what was fed after BOS (rendered template, prefill included), or the raw text
     user_message: Message | None  # None when the text went to the model raw
     parser: ReasoningParser  # splits the generation that follows this prompt
     notes: list[str] = field(default_factory=list)
+    images: list[ImageSpan] = field(default_factory=list)
+    chunks: mtmd.Chunks | None = None  # owns the images' chunks; close() after the turn
+
+    def image_at(self, pos: int) -> ImageSpan | None:
+        """The image whose positions include `pos`, if any."""
+        for span in self.images:
+            if span.start <= pos < span.start + span.n_pos:
+                return span
+        return None
+
+    def close(self) -> None:
+        if self.chunks is not None:
+            self.chunks.close()
+            self.chunks = None
 
 
 class PromptBuilder:
     """Renders a conversation for one model (or passes raw text when there is no template)."""
 
     def __init__(self, model: llama.Model, template: ChatTemplate | None,
-                 think_control: ThinkControl) -> None:
+                 think_control: ThinkControl, projector: mtmd.Projector | None = None) -> None:
         self.model = model
         self.template = template
         self.think_control = think_control
+        self.projector = projector
+        # Decoded images by hash: a later turn re-tokenizes the whole conversation, and
+        # decoding the same file every turn would be wasted work.
+        self._bitmaps: dict[str, mtmd.Bitmap] = {}
+
+    def close(self) -> None:
+        for bitmap in self._bitmaps.values():
+            bitmap.close()
+        self._bitmaps.clear()
 
     def build(self, history: list[Message], text: str, *, think: bool,
-              system_prompt: str) -> Prompt:
+              system_prompt: str, images: tuple[ImageInput, ...] = (),
+              table: dict[str, ImageInput] | None = None) -> Prompt:
+        """The prompt for `text` (with `images`) after `history`. `table` holds the bytes of
+        every image the history refers to. ImageInputError when an image cannot be used."""
         if self.template is None:
-            return self._raw(text)
+            return self._raw(text, images)
         user_message = {"role": "user", "content": text}
+        if images:
+            user_message["images"] = ",".join(i.sha256 for i in images)
         messages = [*history, user_message]
         if system_prompt:
             messages.insert(0, {"role": "system", "content": system_prompt})
+        ordered = [h for m in messages for h in message_images(m)]
         try:
             rendered = self.template.render(
-                messages, add_generation_prompt=True, enable_thinking=think
+                [self._for_template(m) for m in messages], add_generation_prompt=True,
+                enable_thinking=think,
             )
         except TemplateError as exc:
-            prompt = self._raw(text)
+            prompt = self._raw(text, images)
             prompt.notes.append(str(exc))  # says that this turn goes to the model as plain text
             return prompt
         prefilled = not think and self.think_control is ThinkControl.PREFILL
@@ -58,16 +106,30 @@ class PromptBuilder:
         had_bos = bool(bos_text) and rendered.startswith(bos_text)
         if had_bos:
             rendered = rendered[len(bos_text):]
-        tokens = self.model.tokenize(rendered, add_special=False, parse_special=True)
+        lookup = {**(table or {}), **{i.sha256: i for i in images}}
+        spans: list[ImageSpan] = []
+        chunks = None
+        if ordered and self.projector is not None:
+            tokens, spans, chunks = self._multimodal(rendered, ordered, lookup)
+        else:
+            tokens = self.model.tokenize(rendered, add_special=False, parse_special=True)
         if had_bos or self.model.add_bos:
             tokens.insert(0, self.model.bos)
+            for span in spans:
+                span.start += 1
         if prefilled:
             # The prefill already closed the reasoning span: the stream is the answer.
             parser = ReasoningParser(detect_reasoning_format(None))
         else:
             # Starts inside reasoning when the prompt left a span open (e.g. ends with "<think>").
             parser = parser_for_prompt(detect_reasoning_format(self.template), rendered)
-        return Prompt(tokens, rendered, user_message, parser)
+        prompt = Prompt(tokens, rendered, user_message, parser, images=spans, chunks=chunks)
+        if ordered and self.projector is None:
+            prompt.notes.append(
+                f"this conversation has {len(ordered)} image(s) the model cannot see: it was "
+                "opened without an image projector (choose the model's mmproj file in the model "
+                "picker to show them to it)")
+        return prompt
 
     def extend(self, prompt: Prompt, answer_so_far: str) -> None:
         """Continue: the prompt goes on with an answer's beginning, so the model generates on
@@ -81,6 +143,62 @@ class PromptBuilder:
         prompt.text += answer_so_far
         prompt.parser.feed(answer_so_far)
 
-    def _raw(self, text: str) -> Prompt:
+    def _for_template(self, message: Message) -> Message:
+        """The message as the template sees it: an image is its marker before the text."""
+        hashes = message_images(message)
+        out = {k: v for k, v in message.items() if k != "images"}
+        if hashes and self.projector is not None:
+            out["content"] = mtmd.default_marker() * len(hashes) + "\n" + out.get("content", "")
+        return out
+
+    def _multimodal(self, rendered: str, ordered: list[str], lookup: dict[str, ImageInput]
+                    ) -> tuple[list[int], list[ImageSpan], mtmd.Chunks]:
+        projector = self.projector
+        assert projector is not None
+        if len(self._bitmaps) > MAX_DECODED:  # a long session of many pictures
+            for old in [h for h in self._bitmaps if h not in set(ordered)]:
+                self._bitmaps.pop(old).close()
+        bitmaps = []
+        for sha in ordered:
+            bitmap = self._bitmaps.get(sha)
+            if bitmap is None:
+                image = lookup.get(sha)
+                if image is None:
+                    raise ImageInputError(
+                        f"an image of this conversation ({sha[:8]}) is missing from the store: "
+                        "start a new chat or edit the message that carried it")
+                check_image(image)
+                try:
+                    bitmap = projector.bitmap(image.data, sha)
+                except mtmd.ImageError as exc:
+                    raise ImageInputError(f"{image.label} is not a usable image: {exc}. "
+                                          "Attach a PNG or JPEG file instead") from exc
+                self._bitmaps[sha] = bitmap
+            bitmaps.append(bitmap)
+        try:
+            chunks = projector.tokenize(rendered, bitmaps)
+        except mtmd.ProjectorError as exc:
+            raise ImageInputError(str(exc)) from exc
+        tokens: list[int] = []
+        spans: list[ImageSpan] = []
+        for chunk in chunks.items:
+            if chunk.kind == mtmd.CHUNK_TEXT:
+                tokens.extend(chunk.tokens)
+            else:
+                spans.append(ImageSpan(len(tokens), chunk.n_pos, chunk.image_id, chunk))
+                tokens.extend(image_token_ids(chunk.image_id, chunk.n_pos))
+        return tokens, spans, chunks
+
+    def _raw(self, text: str, images: tuple[ImageInput, ...] = ()) -> Prompt:
+        if images and self.projector is not None:
+            marked = mtmd.default_marker() * len(images) + text
+            bos = [self.model.bos] if self.model.add_bos else []
+            tokens, spans, chunks = self._multimodal(marked, [i.sha256 for i in images],
+                                                     {i.sha256: i for i in images})
+            for span in spans:
+                span.start += len(bos)
+            return Prompt(bos + tokens, marked, None,
+                          ReasoningParser(detect_reasoning_format(None)), images=spans,
+                          chunks=chunks)
         tokens = self.model.tokenize(text, add_special=True, parse_special=True)
         return Prompt(tokens, text, None, ReasoningParser(detect_reasoning_format(None)))

@@ -7,6 +7,7 @@ from enum import StrEnum
 
 import numpy as np
 
+from workbench.engine.images import ImageInput
 from workbench.engine.metrics import RunSummary, TokenMetrics
 
 
@@ -48,6 +49,8 @@ class GenerateRequest:
     # Continue: the answer to `text` so far (its raw text, as generated). The turn's prompt ends
     # with it and the model generates on from its end; the result's text is the whole answer.
     continue_from: str = ""
+    # Images attached to this message (engine/images.py), shown to the model before its text.
+    images: tuple[ImageInput, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 
-from workbench.backend import llama
+from workbench.backend import llama, mtmd
 from workbench.backend.abort import AbortFlag
 from workbench.config import Config, signature, validate
 from workbench.engine.chat.fallback import fallback_template
@@ -24,6 +24,7 @@ from workbench.engine.chat.history import assistant_history_message, find_diverg
 from workbench.engine.chat.template import ChatTemplate
 from workbench.engine.chat.think import ThinkControl, probe_think_control
 from workbench.engine.engine_thread import ThreadOwner, WrongThreadError
+from workbench.engine.images import ImageInput, ImageInputError, ImageTurnStats, check_image
 from workbench.engine.kv_memory import KvMemory, common_prefix
 from workbench.engine.kv_pool import KvPool, PooledState, make_pool, pool_budget_bytes
 from workbench.engine.metrics import UNMEASURED, RunInfo
@@ -34,7 +35,7 @@ from workbench.engine.model_setup import (
     load_failure_message,
 )
 from workbench.engine.probes import MemoryProbe
-from workbench.engine.prompt import Message, PromptBuilder
+from workbench.engine.prompt import Message, Prompt, PromptBuilder
 from workbench.engine.requests import (
     Forecast,
     GenerateRequest,
@@ -47,6 +48,7 @@ from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
 from workbench.moe.layout import ModelFacts, ModelFileError, read_model_facts
 from workbench.moe.lean_load import lean_load
+from workbench.moe.projector import ProjectorFacts, read_projector_facts
 from workbench.moe.registry import NotStreamableError
 from workbench.moe.streamer import StreamerError
 
@@ -76,6 +78,10 @@ class Session:
         self._streaming: StreamingRuntime | None = None
         self._template: ChatTemplate | None = None
         self._prompts: PromptBuilder | None = None
+        self._projector: mtmd.Projector | None = None
+        self.projector_facts: ProjectorFacts | None = None
+        self._images: dict[str, ImageInput] = {}  # every image the conversation refers to
+        self.image_encodes = 0  # images encoded by this session (the reuse tests read it)
         self._sink: Sink | None = None
         self._memory = MemoryProbe()
         self._cancel = threading.Event()
@@ -185,8 +191,31 @@ class Session:
         if cfg.chat_template:
             self._template = self._chat_template(path)
             self.think_control = probe_think_control(self._template)
-        self._prompts = PromptBuilder(self._model, self._template, self.think_control)
+        if cfg.mmproj:
+            self._projector = self._load_projector(Path(cfg.mmproj))
+        self._prompts = PromptBuilder(self._model, self._template, self.think_control,
+                                      self._projector)
         self._rebuild_sampler()
+
+    def _load_projector(self, path: Path) -> mtmd.Projector:
+        assert self._model is not None
+        try:
+            self.projector_facts = read_projector_facts(path)
+        except ModelFileError as exc:
+            raise SessionError(str(exc)) from exc
+        try:
+            return mtmd.Projector(path, self._model, self.config.n_threads)
+        except mtmd.ProjectorError as exc:
+            n_embd = mtmd.model_n_embd(self._model)
+            width = self.projector_facts.projection_dim
+            if "mismatch" in str(exc) or (width > 0 and width != n_embd):
+                raise SessionError(
+                    f"the image projector {path.name} does not fit this model: it makes "
+                    f"embeddings {width if width > 0 else 'of another'} wide and "
+                    f"{self._model.path.name} reads {n_embd}. Choose the mmproj file made for "
+                    "this model (usually beside it).") from exc
+            raise SessionError(f"{exc}. Choose the model's mmproj file in the model picker."
+                               ) from exc
 
     def _chat_template(self, path: Path) -> ChatTemplate:
         model = self._model
@@ -222,10 +251,15 @@ class Session:
             self._free()
 
     def _free(self) -> None:
-        for obj in (self._sampler, self._ctx, self._streaming, self._abort, self._model):
+        if self._prompts is not None:
+            self._prompts.close()  # its decoded images belong to the projector
+        # The projector holds the model; it goes before it.
+        for obj in (self._sampler, self._ctx, self._streaming, self._abort, self._projector,
+                    self._model):
             if obj is not None:
                 obj.close()
         self._sampler = self._ctx = self._streaming = self._abort = self._model = None
+        self._projector = None
         self._kv = None
         self._memory.close()
 
@@ -260,6 +294,11 @@ class Session:
     def kv_tokens(self) -> list[int]:
         """Exactly the tokens the KV memory holds, in order."""
         return self._kv.tokens if self._kv else []
+
+    @property
+    def sees_images(self) -> bool:
+        """An image projector is loaded: messages may carry images."""
+        return self._projector is not None
 
     @property
     def streaming(self) -> StreamingRuntime | None:
@@ -307,15 +346,20 @@ class Session:
         except StreamerError as exc:
             raise SessionError(str(exc)) from exc
 
-    def set_history(self, messages: list[Message]) -> None:
-        """Replace the conversation (e.g. another branch); the matching KV prefix is kept."""
+    def set_history(self, messages: list[Message],
+                    images: list[ImageInput] | None = None) -> None:
+        """Replace the conversation (e.g. another branch); the matching KV prefix is kept.
+        `images` are the ones its messages refer to (Message["images"])."""
         self._thread.check("set_history")
         self.history = [dict(m) for m in messages]
+        for image in images or ():
+            self._images[image.sha256] = image
 
     def reset_conversation(self) -> None:
         """New chat: forget the history and the KV state (the sampler restarts its seed)."""
         self._thread.check("reset_conversation")
         self.history.clear()
+        self._images.clear()
         self._kv_text = ""
         if self._kv is not None:
             self._kv.clear()
@@ -394,9 +438,25 @@ class Session:
                                   error=f"{self._streaming.failed}. Reopen the model to continue.")
         n_predict = request.n_predict if request.n_predict is not None else self.config.n_predict
         think = request.think if request.think is not None else self.config.think
-        prompt = self._prompts.build(self.history, request.text, think=think,
-                                     system_prompt=self.config.system_prompt)
-        self._prompts.extend(prompt, request.continue_from)
+        if request.images and self._projector is None:
+            return _rejected(NO_PROJECTOR)
+        try:
+            for image in request.images:
+                check_image(image)
+            prompt = self._prompts.build(self.history, request.text, think=think,
+                                         system_prompt=self.config.system_prompt,
+                                         images=request.images, table=self._images)
+            self._prompts.extend(prompt, request.continue_from)
+        except ImageInputError as exc:
+            return _rejected(f"{exc}. The message was not sent; nothing was lost.")
+        try:
+            return self._run(request, prompt, n_predict, started_ns, on_token, on_prefill)
+        finally:
+            prompt.close()
+
+    def _run(self, request: GenerateRequest, prompt: Prompt, n_predict: int, started_ns: int,
+             on_token: OnToken | None, on_prefill: OnPrefill | None) -> GenerateResult:
+        assert self._kv is not None
         if len(prompt.tokens) + n_predict > self.n_ctx:
             return _rejected(
                 f"The conversation needs {len(prompt.tokens)} prompt tokens plus {n_predict} "
@@ -411,7 +471,18 @@ class Session:
         turn.restored, turn.restore_seconds = self._switch_to(request.conversation)
         reprefill_reason = self._reprefill_reason(prompt.text)
         turn.n_common = self._kv.reuse_prefix(prompt.tokens)
+        inside = prompt.image_at(turn.n_common)
+        if inside is not None and inside.start < turn.n_common:
+            # Half an image cannot be kept: its embeddings are decoded from one encode.
+            turn.n_common = self._kv.truncate(inside.start)
+        if self._projector is not None:
+            turn.images = ImageTurnStats.zero()
+            turn.images.n_images = len(prompt.images)
         result = self._turn_loop().run(turn, on_token, on_prefill)
+        self.image_encodes += max(0, turn.images.n_encoded)
+        if result.ok and not result.stopped:
+            for image in request.images:
+                self._images[image.sha256] = image
         summary = result.summary
         if summary is not None and summary.n_prompt >= MIN_RATE_TOKENS:
             # A turn that read a few tokens times mostly overhead, not the prefill rate.
@@ -439,6 +510,7 @@ class Session:
             model=self._model, ctx=self._ctx, kv=self._kv, abort=self._abort,
             cancel=self._cancel, memory=self._memory, load_seconds=self.load_seconds,
             pick_token=self._pick_token, streaming=self._streaming, sink=self._sink,
+            projector=self._projector,
         ))
 
     def _pick_token(self) -> int:
@@ -490,8 +562,13 @@ class Session:
         """
         self._thread.check("forecast")
         assert self._prompts is not None and self._kv is not None
-        prompt = self._prompts.build(history, text, think=self.config.think,
-                                     system_prompt=self.config.system_prompt)
+        try:
+            prompt = self._prompts.build(history, text, think=self.config.think,
+                                         system_prompt=self.config.system_prompt,
+                                         table=self._images)
+        except ImageInputError:
+            return Forecast(0, 0, UNMEASURED)
+        prompt.close()
         if conversation == self._owner:
             held = self._kv.tokens
         else:
@@ -559,6 +636,12 @@ def read_template_file(path: Path) -> str:
         # Silently using another template would make the model behave unlike what was chosen.
         raise SessionError(f"the chat template {path} is empty. {fix}")
     return text
+
+
+NO_PROJECTOR = (
+    "This model was opened without an image projector, so it cannot see images. Choose the "
+    "model's mmproj file in the model picker (or pass --mmproj PROJ.gguf), then attach the "
+    "image again.")
 
 
 def _rejected(message: str) -> GenerateResult:

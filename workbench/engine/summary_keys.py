@@ -70,7 +70,8 @@ KEYS: tuple[SummaryKey, ...] = (
                upstream=False),
     SummaryKey("n_past", "%d", "n_past", "context position after the turn", upstream=False),
     SummaryKey("ttft_s", "%.3f", "ttft_seconds",
-               "request start to the first generated token being available", upstream=False),
+               "request start to the first generated token being available (includes any KV "
+               "restore and image encoding)", upstream=False),
     SummaryKey("gen_s", _S_PER_TOKEN, "gen_seconds", "the exact denominator of `tok/s`",
                upstream=False),
     SummaryKey("stop_reason", _TEXT, "stop_reason", "`eos`, `length`, `stopped` or `error`",
@@ -85,6 +86,17 @@ KEYS: tuple[SummaryKey, ...] = (
     SummaryKey("kv_restore_s", "%.4f", "kv_restore_seconds",
                "time to restore the conversation's KV state (TTFT includes it); -1 when none "
                "was restored", upstream=False),
+    SummaryKey("images", "%d", "n_images", "images in the prompt; -1 without an image projector",
+               upstream=False),
+    SummaryKey("images_encoded", "%d", "images_encoded",
+               "of those, encoded this turn (the others were reused from the KV cache)",
+               upstream=False),
+    SummaryKey("image_tokens", "%d", "image_tokens",
+               "embeddings decoded from the images encoded this turn (part of `n_prompt`)",
+               upstream=False),
+    SummaryKey("image_encode_s", "%.4f", "image_encode_seconds",
+               "vision-encoder time of this turn (TTFT and `prefill_s` include it); -1 without "
+               "a projector", upstream=False),
 )
 
 BY_KEY: dict[str, SummaryKey] = {k.key: k for k in KEYS}

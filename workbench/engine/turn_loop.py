@@ -17,12 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from workbench.backend import llama
+from workbench.backend import llama, mtmd
 from workbench.backend.abort import AbortFlag
+from workbench.engine.images import ImageTurnStats
 from workbench.engine.kv_memory import KvMemory
 from workbench.engine.metrics import UNMEASURED, TokenMetrics
 from workbench.engine.probes import MemoryProbe, counters
-from workbench.engine.prompt import Prompt
+from workbench.engine.prompt import ImageSpan, Prompt
 from workbench.engine.requests import GenerateResult, PrefillProgress, StopReason, TokenEvent
 from workbench.engine.sinks import Sink
 from workbench.engine.streaming import StreamingRuntime
@@ -44,6 +45,7 @@ class Turn:
     n_common: int = 0  # prompt tokens reused from the KV memory
     restored: str = ""  # "memory" / "disk" when the conversation's KV state was restored
     restore_seconds: float = UNMEASURED  # how long that took (TTFT includes it)
+    images: ImageTurnStats = field(default_factory=ImageTurnStats)
     generated: list[str] = field(default_factory=list)  # decoded pieces, as fed to the KV
     utf8: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -68,6 +70,7 @@ class TurnParts:
     pick_token: Callable[[], int]  # the next token from the context's last logits
     streaming: StreamingRuntime | None = None
     sink: Sink | None = None
+    projector: mtmd.Projector | None = None  # reads the prompt's images, when it has any
 
 
 class TurnLoop:
@@ -156,6 +159,10 @@ class TurnLoop:
         )
         result.summary.kv_source = turn.restored or ("memory" if turn.n_common else "fresh")
         result.summary.kv_restore_seconds = turn.restore_seconds
+        result.summary.n_images = turn.images.n_images
+        result.summary.images_encoded = turn.images.n_encoded
+        result.summary.image_tokens = turn.images.image_tokens
+        result.summary.image_encode_seconds = turn.images.encode_seconds
         if streaming is not None:
             streaming.fill_summary(result.summary)
         if sink is not None:
@@ -167,44 +174,95 @@ class TurnLoop:
         return result
 
     def _prefill(self, turn: Turn, on_prefill: OnPrefill | None) -> GenerateResult | None:
-        """Decode the prompt suffix in n_batch chunks; a result when the turn ends here."""
+        """Decode the prompt suffix: text in n_batch chunks, each image as one encode and its
+        embeddings' decode (chunk boundaries are cancel points; the abort flag works inside a
+        decode, not inside an image's encode). A result when the turn ends here."""
         p = self._p
-        ctx, kv = p.ctx, p.kv
-        suffix = turn.prompt.tokens[turn.n_common:]
-        done = 0
-        while done < len(suffix):
+        ctx, kv, tokens = p.ctx, p.kv, turn.prompt.tokens
+        start = pos = turn.n_common
+        total = len(tokens) - start
+        while pos < len(tokens):
             if p.cancel.is_set():  # each chunk is a cancel point; the abort flag works inside
-                self._rollback(turn)
-                return GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
-            chunk = suffix[done: done + ctx.n_batch]
+                return self._stopped(turn)
             if p.streaming is not None:
                 p.streaming.set_position(len(kv.tokens))
-            rc = ctx.decode(chunk)
-            if rc != 0 and p.abort.fatal:
-                kv.clear()
-                return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
-                                      error=self._streaming_failure())
-            if rc == llama.DECODE_ABORTED or (rc != 0 and p.cancel.is_set()):
-                self._rollback(turn)
-                return GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
-            if rc != 0:
-                kv.clear()
-                return GenerateResult(
-                    ok=False, stop_reason=StopReason.ERROR,
-                    error=f"Reading the prompt failed (llama_decode returned {rc}). The cached "
-                    "conversation state was discarded; send the message again to retry.",
-                )
-            if p.streaming is not None:
-                p.streaming.record_routes(turn.index, Phase.PREFILL, len(kv.tokens))
-            kv.append(chunk)
-            done += len(chunk)
+            span = turn.prompt.image_at(pos)
+            if span is not None:
+                ended = self._image(turn, span, pos)
+                if ended is not None:
+                    return ended
+                pos += span.n_pos
+            else:
+                nxt = min((s.start for s in turn.prompt.images if s.start > pos),
+                          default=len(tokens))
+                chunk = tokens[pos: min(pos + ctx.n_batch, nxt)]
+                ended = self._decode_failed(turn, ctx.decode(chunk))
+                if ended is not None:
+                    return ended
+                if p.streaming is not None:
+                    p.streaming.record_routes(turn.index, Phase.PREFILL, len(kv.tokens))
+                kv.append(chunk)
+                pos += len(chunk)
             if on_prefill is not None:
-                on_prefill(PrefillProgress(done=done, total=len(suffix)))
+                on_prefill(PrefillProgress(done=pos - start, total=total))
         return None
+
+    def _image(self, turn: Turn, span: ImageSpan, pos: int) -> GenerateResult | None:
+        """Encode one image (timed, counted) and decode its embeddings at `pos`."""
+        p = self._p
+        projector = p.projector
+        assert projector is not None and span.start == pos
+        t0 = time.perf_counter()
+        rc = projector.encode(span.chunk)
+        stats = turn.images
+        stats.encode_seconds += time.perf_counter() - t0
+        stats.n_encoded += 1
+        stats.image_tokens += span.chunk.n_tokens
+        if rc != 0:
+            p.kv.clear()
+            return GenerateResult(
+                ok=False, stop_reason=StopReason.ERROR,
+                error=f"The image projector could not encode an image (libmtmd returned {rc}). "
+                "The cached conversation state was discarded; send the message again to retry.")
+        if p.cancel.is_set():  # the encode could not be interrupted; its result is dropped
+            return self._stopped(turn)
+        ended = self._decode_failed(turn, projector.decode_image(p.ctx, span.chunk, pos))
+        if ended is not None:
+            return ended
+        p.kv.append(turn.prompt.tokens[pos: pos + span.n_pos])
+        return None
+
+    def _decode_failed(self, turn: Turn, rc: int) -> GenerateResult | None:
+        """None when a prefill decode succeeded; else how the turn ends (the KV made safe)."""
+        p = self._p
+        if rc == 0:
+            return None
+        if p.abort.fatal:
+            p.kv.clear()
+            return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
+                                  error=self._streaming_failure())
+        if rc == llama.DECODE_ABORTED or p.cancel.is_set():
+            return self._stopped(turn)
+        p.kv.clear()
+        return GenerateResult(
+            ok=False, stop_reason=StopReason.ERROR,
+            error=f"Reading the prompt failed (llama_decode returned {rc}). The cached "
+            "conversation state was discarded; send the message again to retry.",
+        )
+
+    def _stopped(self, turn: Turn) -> GenerateResult:
+        self._rollback(turn)
+        return GenerateResult(ok=True, stop_reason=StopReason.STOPPED)
 
     def _rollback(self, turn: Turn) -> None:
         """Undo a cancelled turn: the KV holds only what it held before this turn."""
-        turn.n_common = self._p.kv.truncate(turn.n_common)
+        kv, ctx = self._p.kv, self._p.ctx
+        turn.n_common = kv.truncate(turn.n_common)
+        # An image's embeddings are decoded in n_batch pieces: a stop inside one leaves the
+        # pieces before it in the memory, past what the mirror says. Remove them too.
+        if ctx.pos_max() >= turn.n_common and not ctx.seq_rm(turn.n_common, -1):
+            kv.clear()
+            turn.n_common = 0
 
     def _decode_failure(self, rc: int, step: int) -> tuple[StopReason, str]:
         p = self._p

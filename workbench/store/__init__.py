@@ -11,6 +11,7 @@ from workbench.store.faults import (
     StoreFull,
     StoreUnwritable,
 )
+from workbench.store.images import StoredImage, new_image
 from workbench.store.message_stats import MessageStats
 from workbench.store.records import (
     ROLES,
@@ -44,6 +45,8 @@ __all__ = [
     "StoreFault",
     "StoreFull",
     "StoreUnwritable",
+    "StoredImage",
     "default_path",
     "format_stats_line",
+    "new_image",
 ]

@@ -15,6 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from workbench.store.conversations import fetch_conversation
+from workbench.store.images import (
+    StoredImage,
+    images_from_json,
+    images_of,
+    images_to_json,
+    insert_images,
+)
 from workbench.store.message_stats import MessageStats
 from workbench.store.messages import active_path, all_messages, check_words, insert_message
 from workbench.store.records import Conversation, JsonDict, Message
@@ -48,8 +55,11 @@ def parents_first(messages: list[Message]) -> list[Message]:
     return out
 
 
-def message_markdown(m: Message) -> str:
+def message_markdown(m: Message, images: list[StoredImage] | None = None) -> str:
     parts = [f"## {m.role.capitalize()}"]
+    if images:  # Markdown is text: the images are named here and carried by the JSON export
+        names = ", ".join(i.name or i.sha256[:12] for i in images)
+        parts.append(f"*({len(images)} image{'s' * (len(images) != 1)} attached: {names})*")
     if m.reasoning:
         think_s = m.stats.think_s
         summary = (f"Thought for {think_s:.1f} s" if think_s is not None and think_s >= 0
@@ -72,7 +82,9 @@ class ExportOps:
         """The active branch as Markdown: reasoning in a collapsed <details>, stats in italics."""
         conv = fetch_conversation(self._db, conversation_id)
         blocks = [f"# {conv.title or 'Untitled conversation'}"]
-        blocks += [message_markdown(m) for m in active_path(self._db, conversation_id)]
+        path = active_path(self._db, conversation_id)
+        images = images_of(self._db, (m.id for m in path))
+        blocks += [message_markdown(m, images.get(m.id)) for m in path]
         return "\n\n".join(blocks) + "\n"
 
     def export_tree(self, conversation_id: int) -> JsonDict:
@@ -80,11 +92,14 @@ class ExportOps:
         conv = fetch_conversation(self._db, conversation_id)
         messages = parents_first(all_messages(self._db, conversation_id))
         local = {m.id: n for n, m in enumerate(messages, start=1)}
+        images = images_of(self._db, local)
         out_messages = []
         for m in messages:
             d: JsonDict = {"id": local[m.id], "parent": local.get(m.parent_id)}  # type: ignore[arg-type]
             d.update({k: getattr(m, k) for k in _MESSAGE_KEYS})
             d["stats"] = m.stats.to_json()  # as the JSON column holds it; the key keeps its place
+            if m.id in images:  # base64 in the document: an export is one self-contained file
+                d["images"] = images_to_json(images[m.id])
             out_messages.append(d)
         runs = self._db.execute(
             "SELECT r.* FROM runs r JOIN messages m ON m.id = r.message_id"
@@ -161,9 +176,12 @@ class ExportOps:
             raise ValueError(f"message {local_id}: parent {parent!r} not defined before it")
         status = "interrupted" if status == "streaming" else status
         check_words(role, status)
-        return insert_message(
+        images = images_from_json(m.get("images"))
+        message_id = insert_message(
             self._db, conversation_id, None if parent is None else ids[parent], role,
             str(m.get("content", "")), str(m.get("reasoning", "")), status,
             str(m.get("error", "")), MessageStats.from_json(m.get("stats")),
             float(m.get("created_at", time.time())),
         )
+        insert_images(self._db, message_id, images)
+        return message_id

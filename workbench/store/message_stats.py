@@ -37,6 +37,12 @@ class MessageStats:
     x_start: int | None = None  # token index (across the conversation's turns) of the first
     # How the prompt was served: "fresh", "memory" (the conversation's KV kept) or "disk".
     kv_source: str | None = None
+    # Images (only with an image projector): in the prompt, encoded this turn (the others were
+    # reused from the KV cache), their tokens and the encoder's time (TTFT includes it).
+    n_images: int | None = None
+    images_encoded: int | None = None
+    image_tokens: int | None = None
+    image_encode_s: float | None = None
     # What this version cannot read, by key: kept so a row read and written again loses nothing.
     extra: dict[str, Any] = field(default_factory=dict)
 

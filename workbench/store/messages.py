@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from workbench.store.conversations import fetch_conversation
+from workbench.store.images import StoredImage, images_of, insert_images
 from workbench.store.message_stats import MessageStats
 from workbench.store.records import ROLES, STATUSES, Message, NotFound, Siblings
 from workbench.store.schema import transaction
@@ -155,8 +156,10 @@ class MessageOps:
         stats: MessageStats | None = None,
         error: str = "",
         created_at: float | None = None,
+        images: Sequence[StoredImage] = (),
     ) -> Message:
         """Append a message under `parent_id` (None: a new root) and make it the active leaf.
+        `images` are attached to it in the same transaction (store/images.py).
 
         For a streaming answer pass status="streaming" and fill it with update_message.
         """
@@ -174,6 +177,7 @@ class MessageOps:
             new_id = insert_message(self._db, conversation_id, parent_id, role, content,
                                     reasoning, status, error, stats, now,
                                     self._owner if status == "streaming" else "")
+            insert_images(self._db, new_id, images)
             self._set_leaf(conversation_id, new_id, touch=now)
             return fetch_message(self._db, new_id)
 
@@ -183,7 +187,10 @@ class MessageOps:
         The original and everything under it stay, one arrow away.
         """
         old = fetch_message(self._db, message_id)
-        return self.add_message(old.conversation_id, old.parent_id, old.role, content)
+        # The copy keeps the original's images: an edit changes the words, not the pictures.
+        images = images_of(self._db, [message_id]).get(message_id, [])
+        return self.add_message(old.conversation_id, old.parent_id, old.role, content,
+                                images=images)
 
     def regenerate(self, message_id: int) -> Message:
         """An empty "streaming" sibling of an answer, active, for the new generation to fill."""

@@ -171,7 +171,8 @@ def _tables(conn: sqlite3.Connection) -> dict[str, list[str]]:
     try:
         names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         return {n: [r[1] for r in conn.execute(f"PRAGMA table_info({n})")] for n in names
-                if n in ("conversations", "messages", "runs", "run_tokens", "presets")}
+                if n in ("conversations", "messages", "runs", "run_tokens", "presets", "images",
+                         "message_images")}
     except sqlite3.Error:
         return {}
 
@@ -342,6 +343,9 @@ def copy_rows(src: sqlite3.Connection, dst: sqlite3.Connection,
                     message_ids[old] = new
                     copied.messages += 1
 
+        if "images" in src_tables and "message_images" in src_tables and "images" in dst_columns:
+            _copy_images(src, dst, message_ids, copied)
+
         if "runs" in src_tables:
             for r in readable_rows(src, "runs", copied):
                 old = r["_rowid"]
@@ -410,6 +414,35 @@ def copy_rows(src: sqlite3.Connection, dst: sqlite3.Connection,
                     continue
                 copied.presets += cur.rowcount
     return copied
+
+
+def _copy_images(src: sqlite3.Connection, dst: sqlite3.Connection, message_ids: dict[int, int],
+                 copied: Copied) -> None:
+    """The readable attachments of the copied messages, and the bytes they refer to (an image
+    whose bytes cannot be read is left off its message rather than shown broken)."""
+    for r in readable_rows(src, "message_images", copied):
+        message = message_ids.get(_get(r, "message_id"))  # type: ignore[arg-type]
+        sha = _get(r, "sha256")
+        if message is None or not isinstance(sha, str):
+            continue
+        try:
+            data = src.execute("SELECT data, name, created_at FROM images WHERE sha256 = ?",
+                               (sha,)).fetchone()
+        except sqlite3.Error:
+            data = None
+        if data is None or data["data"] is None:
+            copied.skipped += 1
+            continue
+        try:
+            with _savepoint(dst):
+                dst.execute("INSERT OR IGNORE INTO images (sha256, data, name, created_at)"
+                            " VALUES (?, ?, ?, ?)", (sha, data["data"], data["name"] or "",
+                                                     data["created_at"] or time.time()))
+                dst.execute("INSERT OR IGNORE INTO message_images (message_id, position,"
+                            " sha256, name) VALUES (?, ?, ?, ?)",
+                            (message, _get(r, "position"), sha, _get(r, "name") or ""))
+        except sqlite3.Error:
+            copied.skipped += 1
 
 
 def _get(r: sqlite3.Row, name: str) -> object:

@@ -125,6 +125,29 @@ MIGRATIONS: list[str] = [
     ALTER TABLE run_tokens ADD COLUMN experts_routed INTEGER NOT NULL DEFAULT -1;
     ALTER TABLE run_tokens ADD COLUMN experts_dropped INTEGER NOT NULL DEFAULT -1;
     """,
+    # 5: images attached to messages (images.py): the bytes once per content hash, and which
+    # message shows which, in order. The last reference going takes the bytes with it.
+    """
+    CREATE TABLE images (
+        sha256 TEXT PRIMARY KEY,
+        data BLOB NOT NULL,
+        name TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE message_images (
+        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        sha256 TEXT NOT NULL REFERENCES images(sha256),
+        name TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (message_id, position)
+    );  -- with rowids: salvage.py walks a damaged table by rowid
+    CREATE INDEX message_images_sha ON message_images(sha256);
+    CREATE TRIGGER images_unreferenced AFTER DELETE ON message_images
+    WHEN NOT EXISTS (SELECT 1 FROM message_images WHERE sha256 = OLD.sha256)
+    BEGIN
+        DELETE FROM images WHERE sha256 = OLD.sha256;
+    END;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

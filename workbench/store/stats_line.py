@@ -19,6 +19,26 @@ def _measured(value: float | None) -> float | None:
     return None if value is None or value < 0 else float(value)
 
 
+def image_phrase(stats: MessageStats) -> str:
+    """E.g. "1 image, 256 tokens, encoded in 0.8 s" or "2 images reused from memory"; "" when
+    the prompt had none."""
+    n = _measured(stats.n_images)
+    if not n:
+        return ""
+    noun = f"{n:.0f} image{'s' * (n != 1)}"
+    encoded = _measured(stats.images_encoded) or 0
+    if not encoded:
+        return f"{noun} reused from memory"
+    tokens = _measured(stats.image_tokens)
+    seconds = _measured(stats.image_encode_s)
+    text = noun if encoded == n else f"{noun} ({encoded:.0f} encoded)"
+    if tokens is not None:
+        text += f", {tokens:.0f} tokens"
+    if seconds is not None:
+        text += f", encoded in {seconds:.2f} s"
+    return text
+
+
 def format_stats_line(stats: MessageStats) -> str:
     """E.g. "41.2 tok/s · 128 tokens · prefill 35 tokens in 0.21 s · TTFT 0.25 s · 30 reused ·
     cache hit 92% · finished"; empty when nothing was measured."""
@@ -33,6 +53,8 @@ def format_stats_line(stats: MessageStats) -> str:
         parts.append(f"prefill {n_prompt:.0f} tokens in {prefill_s:.2f} s")
     elif n_prompt:
         parts.append(f"prefill {n_prompt:.0f} tokens")
+    if images := image_phrase(stats):
+        parts.append(images)
     if (ttft := _measured(stats.ttft_s)) is not None:
         parts.append(f"TTFT {ttft:.2f} s")
     if (reused := _measured(stats.n_reused)) is not None:

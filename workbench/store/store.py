@@ -22,6 +22,7 @@ from workbench.store.conversations import ConversationOps
 from workbench.store.export import ExportOps
 from workbench.store.faults import StoreDamaged, StoreFault, classify
 from workbench.store.health import check_file, read_only
+from workbench.store.images import ImageOps
 from workbench.store.messages import MessageOps, mark_interrupted
 from workbench.store.presets import PresetOps
 from workbench.store.runs import RunOps
@@ -38,7 +39,7 @@ def default_path() -> Path:
     return paths.data_dir() / DB_NAME
 
 
-class Store(ConversationOps, MessageOps, SearchOps, RunOps, PresetOps, ExportOps):
+class Store(ConversationOps, MessageOps, SearchOps, RunOps, PresetOps, ExportOps, ImageOps):
     """Open with Store.open(path); every method commits before returning."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path, fts: bool) -> None:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from workbench.config import Config
 from workbench.engine.engine_thread import EngineThread
+from workbench.engine.images import ImageInput
 from workbench.engine.kv_pool import HeldState
 from workbench.engine.requests import (
     Forecast,
@@ -75,6 +76,7 @@ class LoadedModel:
     is_moe: bool
     # What the user should know about these settings (the expert cache cliff), as the CLI says.
     warnings: tuple[str, ...] = ()
+    sees_images: bool = False  # an image projector is loaded
 
     @property
     def o_direct(self) -> bool:
@@ -173,9 +175,11 @@ class EngineBridge:
 
     # ---- conversation state ---------------------------------------------------------------------
 
-    async def set_history(self, messages: list[dict[str, str]]) -> None:
-        """Tell the engine which complete turns are the model's context (a branch or a chat)."""
-        await self._call(lambda: self._require().set_history(messages))
+    async def set_history(self, messages: list[dict[str, str]],
+                          images: list[ImageInput] | None = None) -> None:
+        """Tell the engine which complete turns are the model's context (a branch or a chat);
+        `images` are those its messages refer to."""
+        await self._call(lambda: self._require().set_history(messages, images))
 
     async def forecast(self, history: list[dict[str, str]], text: str,
                        conversation: str | None) -> Forecast | None:
@@ -356,4 +360,5 @@ def _describe(session: Session) -> LoadedModel:
         run_info=info,
         is_moe=session.facts.is_moe,
         warnings=tuple(session.warnings),
+        sees_images=session.sees_images,
     )

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from workbench.config import Config
+from workbench.engine.images import ImageInput
 from workbench.engine.requests import (
     GenerateRequest,
     GenerateResult,
@@ -21,12 +22,12 @@ from workbench.engine.requests import (
     StopReason,
     TokenEvent,
 )
-from workbench.store import Message, MessageStats
+from workbench.store import Message, MessageStats, StoredImage
 from workbench.ui.bridge import EngineBridge, LoadedModel
 from workbench.ui.chat import auto_title, conversation_settings
 from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
 from workbench.ui.chat.qt_chat_view import QtChatView
-from workbench.ui.chat.qt_composer import QtComposer
+from workbench.ui.chat.qt_composer import NO_PROJECTOR_HINT, QtComposer
 from workbench.ui.chat.shown import ShownMessage
 from workbench.ui.chat.stats_line import (
     forecast_text,
@@ -73,6 +74,7 @@ class ChatController:
         self.model: LoadedModel | None = None
         self.conversation_id: int | None = None
         self.path: list[Message] = []
+        self.images: dict[int, list[StoredImage]] = {}  # the path's messages' images, by id
         self.generating = False
         self.stopping = False
         self.last_result: GenerateResult | None = None
@@ -101,6 +103,7 @@ class ChatController:
             return
         self.config = model.config
         self.composer.set_ready(True)
+        self.composer.set_sees_images(model.sees_images)
         self.composer.gauge.set_usage(self._used_from_path(), model.n_ctx)
         self.status.set_context(self.composer.gauge.used, model.n_ctx)
 
@@ -127,6 +130,7 @@ class ChatController:
         self.conversation_id = conversation_id
         if conversation_id is None:
             self.path = []
+            self.images = {}
             self.chat.show_messages([])
             self.telemetry.clear()
             self._show_gauge(0)
@@ -138,6 +142,7 @@ class ChatController:
             stored = await self.db.call(lambda s: s.conversation_settings(conversation_id))
             await self.use_settings(conversation_id, stored)
         self.path = path
+        self.images = {m.id: m.images for m in shown if m.images}
         self.chat.show_messages(shown)
         # Not this window's (it is not generating): another live window is writing it now.
         for message in path:
@@ -179,13 +184,19 @@ class ChatController:
     async def send(self, text: str) -> None:
         if self.generating or self.model is None:
             return
+        attached = list(self.composer.attachments)
+        if attached and not self.model.sees_images:  # attached for a model since closed
+            self.composer.hint.setText(NO_PROJECTOR_HINT)
+            return
+        stored = [StoredImage(i.sha256, i.data, i.name) for i in attached]
         # From the moment Send is pressed this is an answer in progress: Stop works from here
         # (before the engine has it), and a second Enter does not send twice.
         self._begin_answer()
-        history = model_history(self.path)
+        history = model_history(self.path, self.images)
         cid, parent = self.conversation_id, self._tail_id()
         try:
-            user = await self.db.call(lambda s: _store_user_message(s, cid, parent, text))
+            user = await self.db.call(lambda s: _store_user_message(s, cid, parent, text,
+                                                                    stored))
         except Exception as exc:
             log.exception("storing the message failed")
             self._end_answer()
@@ -199,6 +210,8 @@ class ChatController:
             self.conversation_id = user.conversation_id
             self.on_conversations_changed()
         self.path.append(user)
+        if stored:
+            self.images[user.id] = stored
         try:
             answer = await self.db.call(
                 lambda s: s.add_message(user.conversation_id, user.id, "assistant",
@@ -206,16 +219,16 @@ class ChatController:
         except Exception as exc:
             log.exception("storing the answer's placeholder failed")
             self._end_answer()
-            self.chat.append(ShownMessage.from_store(user))
+            self.chat.append(ShownMessage.from_store(user, images=stored))
             self.show_error(f"Your message is saved, but the answer could not start ({exc}). "
                             "Free some disk space, then use Regenerate or send again.")
             return
         self.path.append(answer)
-        self.chat.append(ShownMessage.from_store(user))
+        self.chat.append(ShownMessage.from_store(user, images=stored))
         # One message widget per step of the loop, not two. A zero sleep would not do: its
         # callback runs ahead of timers already due, so those would wait for both steps.
         await asyncio.sleep(YIELD_S)
-        await self._generate(text, answer, history)
+        await self._generate(text, answer, history, _inputs(stored))
 
     async def regenerate(self, answer_id: int) -> None:
         if self.generating or self.model is None:
@@ -224,7 +237,7 @@ class ChatController:
         if index < 1:
             return
         user = self.path[index - 1]
-        history = model_history(self.path[: index - 1])
+        history = model_history(self.path[: index - 1], self.images)
         self._begin_answer()
         try:
             answer = await self.db.call(lambda s: s.regenerate(answer_id))
@@ -234,7 +247,8 @@ class ChatController:
             self.show_error(f"The new version could not be started ({exc}); nothing changed.")
             return
         await self._replace_tail(self.path[:index], answer)
-        await self._generate(user.content, answer, history)
+        await self._generate(user.content, answer, history,
+                             _inputs(self.images.get(user.id, [])))
 
     async def edit(self, user_id: int, text: str) -> None:
         if self.generating or self.model is None:
@@ -242,7 +256,7 @@ class ChatController:
         index = next((i for i, m in enumerate(self.path) if m.id == user_id), -1)
         if index < 0:
             return
-        history = model_history(self.path[:index])
+        history = model_history(self.path[:index], self.images)
         cid = self.conversation_id
 
         def add(store: Any) -> tuple[Message, Message]:
@@ -260,7 +274,7 @@ class ChatController:
             return
         await self._replace_tail(self.path[:index], user)
         self.path.append(answer)
-        await self._generate(text, answer, history)
+        await self._generate(text, answer, history, _inputs(self.images.get(user.id, [])))
 
     async def continue_answer(self, answer_id: int) -> None:
         """Continue: generate on from the end of an answer cut short by the token limit or by
@@ -302,7 +316,7 @@ class ChatController:
             return
         cid = self.conversation_id
         try:
-            forecast = await self.bridge.forecast(model_history(self.path), text,
+            forecast = await self.bridge.forecast(model_history(self.path, self.images), text,
                                                   str(cid) if cid is not None else None)
         except Exception:  # an estimate is never worth an error message
             log.debug("forecast failed", exc_info=True)
@@ -323,6 +337,7 @@ class ChatController:
         """The branch now ends with `new` (a fresh sibling): redraw from the stored tree."""
         self.path = [*prefix, new]
         shown, _ = await self.db.call(lambda s: _load_path(s, new.conversation_id))
+        self.images = {m.id: m.images for m in shown if m.images}
         self.chat.show_messages(shown[:-1] if new.role == "assistant" else shown)
         if new.role == "user":
             return
@@ -343,7 +358,8 @@ class ChatController:
         return self.path[-1].id if self.path else None
 
     async def _generate(self, text: str, answer: Message, history: list[dict[str, str]],
-                        continue_from: str = "") -> None:
+                        continue_from: str = "",
+                        images: tuple[ImageInput, ...] = ()) -> None:
         assert self.model is not None and self.generating  # _begin_answer() came first
         await self.cancel_title()  # the engine is this answer's: a title is not worth a wait
         widget = (self.chat.widget_for(answer.id)
@@ -362,14 +378,15 @@ class ChatController:
         # almost everything; the collector catches up after the answer.
         shared_collector().pause()
         try:
-            await self.bridge.set_history(history)
+            await self.bridge.set_history(
+                history, [i for carried in self.images.values() for i in _inputs(carried)])
             run = await self.db.call(lambda s: s.create_run(self.model.run_info,
                                                             message_id=answer.id))
             run_id = run.id
             request = GenerateRequest(text=text, n_predict=self.config.n_predict,
                                       conversation=str(answer.conversation_id),
                                       think=self.composer.think.isChecked(),
-                                      continue_from=continue_from)
+                                      continue_from=continue_from, images=images)
             async for event in self.bridge.generate(request, self._stop):
                 if isinstance(event, TokenEvent):
                     self._on_token(event, recorder, widget)
@@ -583,11 +600,16 @@ class ChatController:
 
 
 def _store_user_message(store: Any, conversation_id: int | None, parent: int | None,
-                        text: str) -> Message:
-    """The user's message, in a new conversation when there is none yet."""
+                        text: str, images: list[StoredImage] | None = None) -> Message:
+    """The user's message (with its images), in a new conversation when there is none yet."""
     if conversation_id is None:
         conversation_id = store.create_conversation(auto_title.placeholder_title(text)).id
-    return store.add_message(conversation_id, parent, "user", text)
+    return store.add_message(conversation_id, parent, "user", text, images=images or ())
+
+
+def _inputs(images: list[StoredImage]) -> tuple[ImageInput, ...]:
+    """Stored images as the engine takes them (the hash is the store's, not recomputed)."""
+    return tuple(ImageInput(i.data, i.name, i.sha256) for i in images)
 
 
 def _load_recovered(store: Any, conversation_id: int
@@ -602,4 +624,6 @@ def _load_recovered(store: Any, conversation_id: int
 
 def _load_path(store: Any, conversation_id: int) -> tuple[list[ShownMessage], list[Message]]:
     path = store.active_path(conversation_id)
-    return [ShownMessage.from_store(m, store.siblings(m.id)) for m in path], path
+    images = store.message_images(m.id for m in path)
+    return [ShownMessage.from_store(m, store.siblings(m.id), images.get(m.id))
+            for m in path], path

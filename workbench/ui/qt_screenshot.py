@@ -13,10 +13,19 @@ from workbench.atomic_write import check_output_path, write_bytes_atomic
 from workbench.ui.qt_main_window import QtMainWindow
 
 
-async def chat(window: QtMainWindow, prompts: Sequence[str]) -> None:
-    """A new conversation with these prompts, each answered in full."""
+async def chat(window: QtMainWindow, prompts: Sequence[str], images: Sequence[Path] = ()
+               ) -> None:
+    """A new conversation with these prompts, each answered in full; `images` go with the
+    first (attached through the composer, as a user attaches them)."""
     await window.conversations.open(None)
-    for prompt in prompts:
+    for i, prompt in enumerate(prompts):
+        if i == 0 and images:
+            window.composer.attach_files(images)
+            while window.composer.reading:
+                await asyncio.sleep(0.05)
+            if len(window.composer.attachments) != len(images):
+                raise RuntimeError(f"the images could not be attached: "
+                                   f"{window.composer.hint.text()}")
         await window.chat.send(prompt)
 
 
@@ -34,7 +43,8 @@ async def settle(window: QtMainWindow) -> None:
 
 
 async def take_screenshot(window: QtMainWindow, out: Path, chats: Sequence[Sequence[str]],
-                          size: tuple[int, int], front: str = "telemetry") -> None:
+                          size: tuple[int, int], front: str = "telemetry",
+                          images: Sequence[Path] = ()) -> None:
     """`front` names the right-hand dock shown in front: "telemetry" or "experts".
 
     `out` is written whole or not at all (its directory must exist): an OutputFileError says
@@ -43,8 +53,8 @@ async def take_screenshot(window: QtMainWindow, out: Path, chats: Sequence[Seque
     window.resize(*size)
     if window.chat.model is None:
         raise RuntimeError("no model loaded; the screenshot needs a real chat")
-    for prompts in chats:
-        await chat(window, prompts)
+    for n, prompts in enumerate(chats):
+        await chat(window, prompts, images if n == len(chats) - 1 else ())
     await window.conversations.refresh()
     last = window.chat_view.messages[-1]
     # Show both links between the answer and the plots: a token highlighted on every plot,

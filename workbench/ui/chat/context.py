@@ -10,8 +10,8 @@ so the screen and the model agree even after a stop, a branch switch or a restar
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 
 class MessageLike(Protocol):
@@ -39,15 +39,21 @@ ELSEWHERE_NOTE = ("Being written by another workbench window: reopen the convers
                   "more. It is not part of this window's model context.")
 
 
-def model_history(path: Sequence[MessageLike]) -> list[dict[str, str]]:
-    """The complete user -> assistant pairs of `path`, as chat-template messages."""
+def model_history(path: Sequence[MessageLike],
+                  images: Mapping[int, Sequence[Any]] | None = None) -> list[dict[str, str]]:
+    """The complete user -> assistant pairs of `path`, as chat-template messages. `images`
+    (message id -> its StoredImages) puts each user message's images in its "images" key."""
     history: list[dict[str, str]] = []
     for user, answer in itertools.pairwise(path):
         if user.role != "user" or answer.role != "assistant":
             continue
         if answer.status not in IN_CONTEXT_STATUSES:
             continue
-        history.append({"role": "user", "content": user.content})
+        said = {"role": "user", "content": user.content}
+        carried = (images or {}).get(getattr(user, "id", -1))
+        if carried:
+            said["images"] = ",".join(i.sha256 for i in carried)
+        history.append(said)
         message = {"role": "assistant", "content": answer.content}
         if answer.reasoning:
             # Templates that do not read reasoning_content ignore the key; those that do decide

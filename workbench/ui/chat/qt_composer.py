@@ -7,25 +7,68 @@ and, after a click, "Stopping…" until the engine confirms. The line under the 
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeyEvent
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, QObject, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent
 from PySide6.QtWidgets import (
     QCheckBox,
+    QFileDialog,
     QHBoxLayout,
     QPlainTextEdit,
     QPushButton,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from workbench.engine.images import ImageInput, ImageInputError, read_image
 from workbench.ui.chat.qt_context_gauge import QtContextGauge
+from workbench.ui.chat.qt_thumbnails import QtThumbnailStrip
 from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.qt_plain_label import plain_label
+
+IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.gif *.bmp);;All files (*)"
+NO_PROJECTOR_HINT = (
+    "This model cannot see images: it was opened without an image projector. Choose the "
+    "model's mmproj file in the model picker (File > Open model…), then attach the image again.")
+
+
+def _dropped_files(mime: QMimeData) -> list[Path]:
+    return [Path(u.toLocalFile()) for u in mime.urls() if u.isLocalFile()]
+
+
+class _ReadDone(QObject):
+    done = Signal(list, list)  # images, problems
 
 
 class QtPromptEdit(QPlainTextEdit):
     submitted = Signal()
     escape = Signal()
+    files_dropped = Signal(list)
+
+    # Files dropped on the prompt are attachments, not their paths typed into the text.
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if _dropped_files(event.mimeData()):
+            event.acceptProposedAction()
+            return
+        super().dragEnterEvent(event)
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
+        if _dropped_files(event.mimeData()):
+            event.acceptProposedAction()
+            return
+        super().dragMoveEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        files = _dropped_files(event.mimeData())
+        if files:
+            event.acceptProposedAction()
+            self.files_dropped.emit(files)
+            return
+        super().dropEvent(event)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() == Qt.Key.Key_Escape:
@@ -49,6 +92,22 @@ class QtComposer(QWidget):
         self.prompt.setMaximumHeight(110)
         self.prompt.submitted.connect(self._submit)
         self.prompt.escape.connect(self.stop_requested)
+        self.prompt.files_dropped.connect(self.attach_files)
+        self.setAcceptDrops(True)
+        self.attach_button = QToolButton()
+        self.attach_button.setText("Image…")
+        self.attach_button.setToolTip("Attach an image (or drop image files on the message box)")
+        self.attach_button.clicked.connect(self._choose_images)
+        self.clear_images = QToolButton()
+        self.clear_images.setText("×")
+        self.clear_images.setToolTip("Remove the attached images")
+        self.clear_images.clicked.connect(lambda: self.set_attachments([]))
+        self.thumbnails = QtThumbnailStrip()
+        self.attachments: list[ImageInput] = []
+        self.sees_images = False
+        self.reading = 0  # attach_files reads in flight
+        self._read = _ReadDone(self)
+        self._read.done.connect(self._attached)
         self.button = QPushButton("Send")
         self.button.setMinimumWidth(90)
         self.button.clicked.connect(self._clicked)
@@ -67,6 +126,7 @@ class QtComposer(QWidget):
         row.addWidget(self.prompt, 1)
         row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
         under = QtFlowLayout()
+        under.addWidget(self.attach_button)
         under.addWidget(self.think)
         under.addWidget(self.think_note)
         under.add_stretch()
@@ -75,6 +135,11 @@ class QtComposer(QWidget):
         under.addWidget(self.gauge)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 8)
+        images_row = QHBoxLayout()
+        images_row.addWidget(self.thumbnails, 1)
+        images_row.addWidget(self.clear_images, 0, Qt.AlignmentFlag.AlignTop)
+        self.clear_images.setVisible(False)
+        layout.addLayout(images_row)
         layout.addLayout(row)
         layout.addLayout(under)
         self._busy = False
@@ -107,6 +172,62 @@ class QtComposer(QWidget):
         self.think.setChecked(True if control == "none" else default_on)
         self.think_note.setText(note)
 
+    # ---- images ---------------------------------------------------------------------------------
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if _dropped_files(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        files = _dropped_files(event.mimeData())
+        if files:
+            event.acceptProposedAction()
+            self.attach_files(files)
+
+    def set_sees_images(self, sees: bool) -> None:
+        """Whether the open model has an image projector (attachments are refused without)."""
+        self.sees_images = sees
+
+    def _choose_images(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach images", "", IMAGE_FILTER)
+        self.attach_files([Path(p) for p in paths])
+
+    def attach_files(self, paths: Iterable[Path]) -> None:
+        """Read and attach image files, off the UI thread (a file may sit on a slow disk);
+        what cannot be attached is said in the hint line. `reading` is True meanwhile."""
+        paths = list(paths)
+        if not paths:
+            return
+        if not self.sees_images:
+            self.hint.setText(NO_PROJECTOR_HINT)
+            return
+        self.reading += 1
+
+        def read() -> None:
+            images, problems = [], []
+            for path in paths:
+                try:
+                    images.append(read_image(path))
+                except ImageInputError as exc:
+                    problems.append(str(exc))
+            self._read.done.emit(images, problems)  # queued to the UI thread
+
+        threading.Thread(target=read, name="attach", daemon=True).start()
+
+    def _attached(self, images: list[ImageInput], problems: list[str]) -> None:
+        self.reading -= 1
+        added = list(self.attachments)
+        for image in images:
+            if all(a.sha256 != image.sha256 for a in added):
+                added.append(image)
+        self.set_attachments(added)
+        self.hint.setText("; ".join(problems))
+
+    def set_attachments(self, images: list[ImageInput]) -> None:
+        self.attachments = list(images)
+        self.thumbnails.set_images([(i.data, i.name) for i in self.attachments])
+        self.clear_images.setVisible(bool(self.attachments))
+
     def _clicked(self) -> None:
         if self._busy:
             self.stop_requested.emit()
@@ -127,3 +248,4 @@ class QtComposer(QWidget):
         """The message `text` is stored: clear the box, unless the user already typed on."""
         if self.prompt.toPlainText().strip() == text:
             self.prompt.clear()
+        self.set_attachments([])

@@ -29,6 +29,7 @@ from workbench.store import format_stats_line
 from workbench.ui.chat.context import status_note
 from workbench.ui.chat.qt_markdown_view import QtMarkdownView
 from workbench.ui.chat.qt_reasoning_block import QtReasoningBlock
+from workbench.ui.chat.qt_thumbnails import QtThumbnailStrip
 from workbench.ui.chat.shown import ShownMessage
 from workbench.ui.chat.stats_line import thought_label
 from workbench.ui.qt_flow_layout import QtFlowLayout
@@ -127,6 +128,10 @@ class QtMessageWidget(QFrame):
         self._layout.setContentsMargins(10, 6, 10, 6)
         self._layout.setSpacing(4)
         self._layout.addLayout(header)
+        # The images the message carried (a message's images never change: made once).
+        self.thumbnails = QtThumbnailStrip()
+        self.thumbnails.set_images([(i.data, i.name) for i in self.shown.images])
+        self._layout.addWidget(self.thumbnails)
         for w in (self.reasoning, self.body, self.note, self.error, self.stats):
             self._layout.addWidget(w)
 

@@ -21,13 +21,16 @@ class ShownMessage:
     versions: int = 1
     previous_id: int | None = None  # the sibling the "<" arrow shows
     next_id: int | None = None
+    images: list[Any] = field(default_factory=list)  # StoredImage: what the message carried
 
     @classmethod
-    def from_store(cls, message: Any, siblings: Any | None = None) -> ShownMessage:
+    def from_store(cls, message: Any, siblings: Any | None = None,
+                   images: list[Any] | None = None) -> ShownMessage:
         shown = cls(
             id=message.id, role=message.role, content=message.content,
             reasoning=message.reasoning, status=message.status, error=message.error,
             stats=message.stats,  # frozen: shared, not copied
+            images=list(images or []),
         )
         if siblings is not None:
             shown.version, shown.versions = siblings.index + 1, siblings.count

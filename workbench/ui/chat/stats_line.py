@@ -33,6 +33,10 @@ def stats_from_result(
         tok_s=_measured(s.tokens_per_second, 2),
         prefill_tok_s=_measured(s.prefill_tokens_per_second, 1),
         cache_hit_pct=_measured(s.cache_hit_pct, 1), kv_source=s.kv_source or None,
+        n_images=s.n_images if s.n_images >= 0 else None,
+        images_encoded=s.images_encoded if s.images_encoded >= 0 else None,
+        image_tokens=s.image_tokens if s.image_tokens >= 0 else None,
+        image_encode_s=_measured(s.image_encode_seconds, 3),
     )
 
 

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QPlainTextEdit,
@@ -35,6 +36,7 @@ from qasync import asyncWrap
 
 from workbench.config import Config
 from workbench.moe.layout import ModelFacts, ModelFileError, format_facts, read_model_facts
+from workbench.moe.projector import find_beside
 from workbench.ui.models import discovery
 from workbench.ui.models.discovery import FoundModel, Source
 from workbench.ui.models.estimate import available_memory_mib, estimate_memory
@@ -119,9 +121,18 @@ class QtModelPicker(QDialog):
         self.n_threads.setValue(config.n_threads)
         self.estimate = plain_label()
         self.estimate.setWordWrap(True)
+        # The image projector: offered when an mmproj*.gguf sits beside the chosen model.
+        self.mmproj = QLineEdit(config.mmproj)
+        self.mmproj.setPlaceholderText("none: the model cannot see images")
+        self.mmproj_browse = QPushButton("Choose…")
+        self.mmproj_browse.clicked.connect(lambda: self._tasks.spawn(self._browse_mmproj()))
+        mmproj_row = QHBoxLayout()
+        mmproj_row.addWidget(self.mmproj, 1)
+        mmproj_row.addWidget(self.mmproj_browse)
         form = QFormLayout()
         form.addRow("Context", self.n_ctx)
         form.addRow("Threads", self.n_threads)
+        form.addRow("Image projector", mmproj_row)
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
         self.buttons.accepted.connect(self.accept)
@@ -239,7 +250,8 @@ class QtModelPicker(QDialog):
         if code != QDialog.DialogCode.Accepted or self.path is None:
             return None
         return self.config.replace(model=str(self.path), n_ctx=self.n_ctx.value(),
-                                   n_threads=self.n_threads.value())
+                                   n_threads=self.n_threads.value(),
+                                   mmproj=self.mmproj.text().strip())
 
     def _selected(self, item: QListWidgetItem | None) -> None:
         if item is not None:
@@ -258,13 +270,21 @@ class QtModelPicker(QDialog):
             self._show_problem(str(exc))
             return
         self.facts, self.path = facts, path
+        beside = await loop.run_in_executor(None, find_beside, path)
+        # A projector made for another model would not fit this one: offer this one's own.
+        self.mmproj.setText(str(beside) if beside is not None else "")
         text = format_facts(facts)
         found = self.found.get(entry)
-        self.projector = found.projector if found is not None else None
+        # Discovery paired the model with its projector; otherwise the one beside it, if any.
+        self.projector = found.projector if found is not None and found.projector else beside
+        if self.projector is not None and self.projector != beside:
+            self.mmproj.setText(str(self.projector))
         if found is not None:
             text += f"\n\nFound in {found.source}'s folder: {path.parent}"
         if self.projector is not None:
-            text += f"\nVision projector beside it: {self.projector.name}"
+            text += (f"\n\nImage projector found beside the model: {self.projector.name} "
+                     "(attached images will be shown to the model; clear the field to load "
+                     "without it)")
         if entry == SYNTHETIC:
             text += "\n\nRandom weights: this model exercises expert streaming; its text is noise."
         self.details.setPlainText(text)
@@ -283,6 +303,13 @@ class QtModelPicker(QDialog):
         est = estimate_memory(self.facts, self.n_ctx.value(), available_memory_mib())
         self.estimate.setText("\n".join(est.lines()))
         self.estimate.setStyleSheet("" if est.fits is not False else "color: #b00020;")
+
+    async def _browse_mmproj(self) -> None:
+        path, _ = await asyncWrap(lambda: QFileDialog.getOpenFileName(
+            self, "Choose the model's image projector", "",
+            "Image projectors (mmproj*.gguf *.gguf);;All files (*)"))
+        if path:
+            self.mmproj.setText(path)
 
     async def _browse(self) -> None:
         path, _ = await asyncWrap(lambda: QFileDialog.getOpenFileName(
