@@ -45,7 +45,7 @@ def test_the_picker_lists_models_found_in_the_usual_folders(
     qtbot.waitUntil(picker.open_button.isEnabled, timeout=WAIT)
     details = picker.details.toPlainText()
     assert "qwen3moe" in details and "LM Studio's folder" in details
-    assert "Vision projector beside it: mmproj-tiny-moe-f16.gguf" in details
+    assert "Image projector found beside the model: mmproj-tiny-moe-f16.gguf" in details
     assert picker.projector == lm / "mmproj-tiny-moe-f16.gguf"
     assert "KV cache at this context: at most" in picker.estimate.text()
 

@@ -228,7 +228,7 @@ class ChatController:
         # One message widget per step of the loop, not two. A zero sleep would not do: its
         # callback runs ahead of timers already due, so those would wait for both steps.
         await asyncio.sleep(YIELD_S)
-        await self._generate(text, answer, history, _inputs(stored))
+        await self._generate(text, answer, history, images=_inputs(stored))
 
     async def regenerate(self, answer_id: int) -> None:
         if self.generating or self.model is None:
@@ -248,7 +248,7 @@ class ChatController:
             return
         await self._replace_tail(self.path[:index], answer)
         await self._generate(user.content, answer, history,
-                             _inputs(self.images.get(user.id, [])))
+                             images=_inputs(self.images.get(user.id, [])))
 
     async def edit(self, user_id: int, text: str) -> None:
         if self.generating or self.model is None:
@@ -274,7 +274,8 @@ class ChatController:
             return
         await self._replace_tail(self.path[:index], user)
         self.path.append(answer)
-        await self._generate(text, answer, history, _inputs(self.images.get(user.id, [])))
+        await self._generate(text, answer, history,
+                             images=_inputs(self.images.get(user.id, [])))
 
     async def continue_answer(self, answer_id: int) -> None:
         """Continue: generate on from the end of an answer cut short by the token limit or by
