@@ -375,3 +375,36 @@ def test_a_full_disk_leaves_no_model_behind(tmp_path, monkeypatch, split):
     assert "the earlier file of that name is unchanged" in str(caught.value)
     assert [p.name for p in tmp_path.iterdir()] == ["m.gguf"]
     assert earlier.read_bytes() == b"an earlier model"
+
+
+# --- the churning bench recipe ---------------------------------------------------------------
+
+
+def test_bench_is_the_churning_recipe_at_about_two_gib_of_experts():
+    spec = spec_for("qwen3moe", "bench")
+    assert spec.churn and spec.arch == "qwen3moe"
+    experts = spec.n_layer * spec.layer_expert_bytes
+    assert 1.8 * 2**30 < experts < 2.2 * 2**30  # whole layers: 1.9 GiB
+
+
+def test_other_archs_keep_the_plain_bench_recipe_and_churn_elsewhere_is_refused():
+    assert not spec_for("gemma4", "bench").churn
+    with pytest.raises(ValueError, match="churning recipe"):
+        spec_for("gemma4", "bench", churn=True)
+
+
+def test_churn_files_are_reproducible_and_seeded(tmp_path):
+    small = dict(n_layer=2, n_embd=128, n_head=4, n_head_kv=2, head_dim=32, n_expert=8,
+                 n_ff_exp=64, expert_type="F32", dense_type="F32")
+    a = write_synthetic_moe(tmp_path / "a.gguf", size="bench", **small)[0]
+    b = write_synthetic_moe(tmp_path / "b.gguf", size="bench", **small)[0]
+    c = write_synthetic_moe(tmp_path / "c.gguf", size="bench", seed=1, **small)[0]
+    assert a.read_bytes() == b.read_bytes() != c.read_bytes()
+    t = _tensors(a)
+    # The feed-forward and output norms hide the shared q/k coordinates; attention norms don't.
+    ffn_norm = t["blk.0.ffn_norm.weight"]
+    assert (ffn_norm[:4] == 0).all() and (ffn_norm[4:] == 1).all()
+    assert (t["blk.0.attn_norm.weight"] == 1).all()
+    # v reads an orthonormal token subspace (kv_dim x n_embd rows).
+    v = t["blk.0.attn_v.weight"].astype(np.float64)
+    assert np.allclose(v @ v.T, np.eye(v.shape[0]), atol=1e-5)

@@ -88,6 +88,12 @@ class SynthSpec:
     # >0 skews expert popularity per layer (a few hot experts, a long cold tail), as real routers
     # show; a cache then has something to keep. 0 leaves routing to the random weights.
     router_skew: float = 0.0
+    # The churning recipe (the bench default): routing that changes like a real model's.
+    churn: bool = False
+    attn_focus: float = 1.1  # churn: q/k norm weight; sets how far back the recency kernel looks
+    copy_gain: float = 1.0  # churn: how strongly attention copies recent tokens into the stream
+    repeat_gain: float = 30.0  # churn: how strongly the head avoids tokens in the stream
+    router_zipf: float = 0.2  # churn: router row scales fall as rank^-zipf (popularity skew)
     # Layout of the output file(s).
     split_max_tensors: int = 0  # >0: split into <stem>-0000i-of-0000K.gguf shards
     # Damage for negative controls; the rest of the file stays byte-identical.
@@ -127,7 +133,11 @@ PRESETS: dict[str, SynthSpec] = {
         n_ctx_train=4096,
         expert_type="Q4_0",
         dense_type="Q8_0",
-        router_skew=1.0,
+        # Routing that churns like a real model's (see _churn_attention and _router): varied
+        # greedy text, consecutive tokens sharing some experts, hot experts and a long tail.
+        churn=True,
+        rope_base=1e4,  # a RoPE spread that gives the recency kernel a reach of ~10 tokens
+        router_gain=2.0,  # top-slot weight ~0.2-0.5 at k=8, a tail of small weights
         target_gib=2.0,
     ),
 }
@@ -150,7 +160,12 @@ def spec_for(arch: str = "qwen3moe", size: str = "tiny", **overrides: Any) -> Sy
         if overrides.get("target_gib") is not None:
             raise ValueError("give n_layer or target_gib, not both")
         overrides["target_gib"] = None
-    spec = dataclasses.replace(PRESETS[size], arch=arch, **overrides)
+    preset = PRESETS[size]
+    if preset.churn and arch != "qwen3moe" and "churn" not in overrides:
+        # The churning recipe is qwen3moe's; other archs keep the plain bench recipe.
+        preset = dataclasses.replace(preset, churn=False, router_skew=1.0, router_gain=2.0,
+                                     rope_base=1e6)
+    spec = dataclasses.replace(preset, arch=arch, **overrides)
     if spec.target_gib is not None:
         n_layer = max(1, round(spec.target_gib * 2**30 / spec.layer_expert_bytes))
         if arch == "gemma4":
@@ -263,6 +278,7 @@ class _Plan:
     zero_rows: tuple[int, ...] = ()  # rows forced to 0 (output rows of tokens never to emit)
     shared_dir: float = 0.0  # weight of the shared direction added to every row (router skew)
     row_bias: tuple[float, ...] = ()  # per-row multiplier of the shared direction
+    churn: str = ""  # the churning recipe's construction of this tensor (see _churn_values)
 
 
 def _tensor_plans(spec: SynthSpec) -> list[_Plan]:
@@ -278,16 +294,26 @@ def _common_head(spec: SynthSpec) -> list[_Plan]:
     # one direction, which the skewed router rows then read as a popularity bias.
     return [
         _Plan("token_embd.weight", (VOCAB_SIZE, spec.n_embd), spec.dense_type, std=1.0,
-              shared_dir=1.0 if spec.router_skew > 0 else 0.0),
+              shared_dir=1.0 if spec.router_skew > 0 else 0.0,
+              churn="embd" if spec.churn else ""),
     ]
 
 
 def _common_tail(spec: SynthSpec) -> list[_Plan]:
     return [
-        _Plan("output_norm.weight", (spec.n_embd,), "F32", fill=1.0),
+        _norm(spec, "output_norm.weight"),
         _Plan("output.weight", (VOCAB_SIZE, spec.n_embd), spec.dense_type,
-              std=spec.logit_gain / math.sqrt(spec.n_embd), zero_rows=_silent_token_ids()),
+              std=spec.logit_gain / math.sqrt(spec.n_embd), zero_rows=_silent_token_ids(),
+              churn="output" if spec.churn else ""),
     ]
+
+
+def _norm(spec: SynthSpec, name: str) -> _Plan:
+    """An RMS norm weight of ones; in the churning recipe it also hides the shared coordinates
+    (the feed-forward, router and output head then see tokens, not the constant q/k feed)."""
+    if spec.churn:
+        return _Plan(name, (spec.n_embd,), "F32", churn="blind")
+    return _Plan(name, (spec.n_embd,), "F32", fill=1.0)
 
 
 def _attention(spec: SynthSpec, il: int) -> list[_Plan]:
@@ -296,6 +322,16 @@ def _attention(spec: SynthSpec, il: int) -> list[_Plan]:
     s_in = spec.attn_gain / math.sqrt(spec.n_embd)
     s_out = spec.attn_gain / math.sqrt(q_dim)
     blk = f"blk.{il}"
+    if spec.churn:
+        norm = spec.attn_focus
+        return [
+            _Plan(f"{blk}.attn_q.weight", (q_dim, spec.n_embd), spec.dense_type, churn="qk"),
+            _Plan(f"{blk}.attn_k.weight", (kv_dim, spec.n_embd), spec.dense_type, churn="qk"),
+            _Plan(f"{blk}.attn_v.weight", (kv_dim, spec.n_embd), spec.dense_type, churn="v"),
+            _Plan(f"{blk}.attn_output.weight", (spec.n_embd, q_dim), spec.dense_type, churn="o"),
+            _Plan(f"{blk}.attn_q_norm.weight", (spec.head_dim,), "F32", fill=norm),
+            _Plan(f"{blk}.attn_k_norm.weight", (spec.head_dim,), "F32", fill=norm),
+        ]
     return [
         _Plan(f"{blk}.attn_q.weight", (q_dim, spec.n_embd), spec.dense_type, std=s_in),
         _Plan(f"{blk}.attn_k.weight", (kv_dim, spec.n_embd), spec.dense_type, std=s_in),
@@ -307,6 +343,9 @@ def _attention(spec: SynthSpec, il: int) -> list[_Plan]:
 
 
 def _router(spec: SynthSpec, il: int) -> _Plan:
+    if spec.churn:
+        return _Plan(f"blk.{il}.ffn_gate_inp.weight", (spec.n_expert, spec.n_embd), "F32",
+                     std=spec.router_gain / math.sqrt(spec.n_embd), layer=il, churn="router")
     return _Plan(
         f"blk.{il}.ffn_gate_inp.weight", (spec.n_expert, spec.n_embd), "F32",
         std=spec.router_gain / math.sqrt(spec.n_embd), layer=il,
@@ -340,7 +379,7 @@ def _qwen3moe_plans(spec: SynthSpec) -> list[_Plan]:
     for il in range(spec.n_layer):
         plans.append(_Plan(f"blk.{il}.attn_norm.weight", (spec.n_embd,), "F32", fill=1.0))
         plans += _attention(spec, il)
-        plans.append(_Plan(f"blk.{il}.ffn_norm.weight", (spec.n_embd,), "F32", fill=1.0))
+        plans.append(_norm(spec, f"blk.{il}.ffn_norm.weight"))
         plans.append(_router(spec, il))
         plans += _experts(spec, il, fused_gate_up=False)
     return plans + _common_tail(spec)
@@ -452,7 +491,31 @@ def _tensor_chunks(plan: _Plan, spec: SynthSpec, seed: int) -> Iterator[np.ndarr
 def _dense_values(plan: _Plan, spec: SynthSpec, seed: int) -> np.ndarray:
     if plan.fill is not None:
         return np.full(plan.shape, plan.fill, dtype=np.float32)
-    values = _rng(seed, plan.name).standard_normal(plan.shape, dtype=np.float32) * plan.std
+    if plan.churn in ("qk", "v", "o"):
+        return _churn_attention(plan, spec, seed)
+    if plan.churn == "blind":
+        values = np.ones(plan.shape, dtype=np.float32)
+        values[list(_shared_coords(spec))] = 0.0
+        return values
+    if plan.churn == "embd":
+        # Token codes plus the shared coordinates every token carries (they feed q and k).
+        return _token_part(spec, seed) + _churn_direction(spec)
+    else:
+        values = _rng(seed, plan.name).standard_normal(plan.shape, dtype=np.float32) * plan.std
+    if plan.churn == "output":
+        # Anti-tied head: a token already in the stream (the current one, and the recent ones
+        # attention copies in) is pushed down, so greedy decoding neither repeats nor cycles.
+        tokens = _token_part(spec, seed)
+        values -= (spec.repeat_gain / spec.n_embd) * tokens
+    if plan.churn == "router":
+        # Rows of falling scale, in a per-layer random order of the experts: a wide row wins
+        # the top-k more often (a few hot experts, a long tail), without any constant input,
+        # and the top slot's weight varies with how far its logit stands out.
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED, plan.layer]))
+        scale = np.empty(spec.n_expert)
+        scale[rng.permutation(spec.n_expert)] = np.arange(1, spec.n_expert + 1) ** -spec.router_zipf
+        scale /= math.sqrt(float(np.mean(scale**2)))
+        values *= scale[:, None].astype(np.float32)
     if plan.shared_dir:
         direction = _shared_direction(spec.n_embd, seed)
         bias = np.asarray(plan.row_bias, dtype=np.float32) if plan.row_bias else 1.0
@@ -460,6 +523,68 @@ def _dense_values(plan: _Plan, spec: SynthSpec, seed: int) -> np.ndarray:
     if plan.zero_rows:
         values[list(plan.zero_rows)] = 0.0
     return values
+
+
+_N_SHARED_COORDS = 4
+
+
+def _shared_coords(spec: SynthSpec) -> range:
+    return range(min(_N_SHARED_COORDS, spec.n_embd))
+
+
+def _churn_direction(spec: SynthSpec) -> np.ndarray:
+    """The constant every token embedding carries in the churning recipe: a few coordinates of
+    as much energy as the token part, so q and k have the same sign for every token."""
+    u = np.zeros(spec.n_embd, dtype=np.float32)
+    coords = _shared_coords(spec)
+    u[list(coords)] = math.sqrt(spec.n_embd / len(coords))
+    return u
+
+
+def _token_basis(spec: SynthSpec, seed: int) -> np.ndarray:
+    """Orthonormal rows (kv_dim x n_embd): the subspace that carries token identity. Every
+    layer's value projection reads it and its output projection writes back into it, so
+    attention copies recent tokens (not noise) into the residual stream."""
+    kv_dim = spec.n_head_kv * spec.head_dim
+    raw = _rng(seed, "token-basis").standard_normal((spec.n_embd, kv_dim))
+    q, _ = np.linalg.qr(raw)
+    return q.T.astype(np.float32)
+
+
+def _token_part(spec: SynthSpec, seed: int) -> np.ndarray:
+    """Token embeddings without the shared direction: random vectors inside the token subspace,
+    of rms 1 over n_embd like the plain recipe's."""
+    basis = _token_basis(spec, seed)
+    kv_dim = basis.shape[0]
+    z = _rng(seed, "token-codes").standard_normal((VOCAB_SIZE, kv_dim), dtype=np.float32)
+    return (z * np.float32(math.sqrt(spec.n_embd / kv_dim))) @ basis
+
+
+def _churn_attention(plan: _Plan, spec: SynthSpec, seed: int) -> np.ndarray:
+    """Attention that looks back over the recent tokens with a fixed, decaying profile.
+
+    q and k read only the shared direction (every token carries it), so they are the same for
+    every token: the scores then depend on the distance alone, through RoPE, and fall off with
+    it (a recency kernel whose reach `attn_focus` sets). v reads the token subspace and o writes
+    it back, so each layer adds a recency-weighted mix of the recent tokens: consecutive tokens
+    share most of it (temporal locality in routing) and the output head sees what to avoid."""
+    unit = _churn_direction(spec)
+    unit /= np.linalg.norm(unit)
+    h = spec.head_dim
+    if plan.churn == "qk":
+        # NEOX rope pairs (i, i + h/2): a unit first element in every pair, the same for q and k,
+        # gives score(distance) = sum_i cos(distance * theta_i), largest at distance 0.
+        pattern = np.zeros(h, dtype=np.float32)
+        pattern[: h // 2] = 1.0
+        n_heads = plan.shape[0] // h
+        return np.multiply.outer(np.tile(pattern, n_heads), unit).astype(np.float32)
+    basis = _token_basis(spec, seed)
+    if plan.churn == "v":
+        return basis
+    # o: query head i reads kv head i // group (ggml's broadcast), and writes it back.
+    group = spec.n_head // spec.n_head_kv
+    blocks = [basis[(i // group) * h:(i // group + 1) * h].T for i in range(spec.n_head)]
+    return (spec.copy_gain / group) * np.concatenate(blocks, axis=1).astype(np.float32)
 
 
 def _shared_direction(n_embd: int, seed: int) -> np.ndarray:
@@ -587,6 +712,10 @@ def _validate(spec: SynthSpec) -> None:
         problems.append("n_head must be a multiple of n_head_kv")
     if spec.head_dim % 2:
         problems.append("head_dim must be even (rope)")
+    if spec.churn and spec.arch != "qwen3moe":
+        problems.append("the churning recipe (churn) is built for qwen3moe only")
+    if spec.churn and spec.n_head_kv * spec.head_dim > spec.n_embd:
+        problems.append("churn needs n_head_kv * head_dim <= n_embd (the token subspace)")
     if spec.arch == "gemma4" and spec.n_layer < 2:
         problems.append("gemma4 needs at least 2 layers (the first is dense)")
     quantized = [t for t in (spec.expert_type, spec.dense_type) if t.startswith("Q")]
