@@ -123,3 +123,16 @@ def test_router_weights_have_a_top_slot_and_a_droppable_tail(churn):
     assert 0.05 < figures.below_share[0.5] < figures.below_share[1.0] < 0.95, figures
     assert figures.below_mass[1.0] < 0.5, figures
     assert np.allclose(routing.weights.sum(-1), 1.0)
+
+
+def test_bench_stream_routing_prints_the_figures(churn):
+    from workbench.bench import stream
+
+    logged: list[str] = []
+    line = stream.routing(churn.path, n_tokens=48, threads=2, log=logged.append)
+    fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+    assert line.startswith("stream routing ") and logged
+    assert int(fields["distinct_tokens"]) > 5 and fields["tail_period"] == "0"
+    hits = [float(fields[f"lru_hit@{f:.0%}"]) for f in stream.ROUTING_CACHE_FRACS]
+    assert hits == sorted(hits) and hits[0] < hits[-1]
+    assert 0.0 < float(fields["consecutive_overlap"]) < 1.0

@@ -26,7 +26,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
         "stream", help="expert streaming: machinery overhead, bigger than memory, I/O efficiency"
     )
     stream.add_argument("--which", default="machinery,memory,io",
-                        help="comma-separated: machinery, memory, io")
+                        help="comma-separated: machinery, memory, io, routing")
     stream.add_argument("-m", "--model", type=Path,
                         help="MoE GGUF to use (default: a generated bench-size synthetic MoE)")
     stream.add_argument("--gib", type=float, default=2.0,
@@ -95,8 +95,12 @@ def run_stream_cmd(args: argparse.Namespace) -> int:
         elif name == "io":
             lines.append(stream.io_efficiency(model, lanes=args.lanes, repeats=args.repeats,
                                               n_tokens=args.tokens, threads=args.threads, log=log))
+        elif name == "routing":
+            lines.append(stream.routing(model, n_tokens=args.tokens, threads=args.threads,
+                                        log=log))
         else:
-            print(f"error: unknown benchmark {name!r} (machinery, memory, io)", file=sys.stderr)
+            print(f"error: unknown benchmark {name!r} (machinery, memory, io, routing)",
+                  file=sys.stderr)
             return 2
         log(lines[-1])
     print("\n".join(lines))

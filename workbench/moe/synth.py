@@ -32,7 +32,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
 
 from workbench.atomic_write import StagedFiles
 
-ARCHES: tuple[str, ...] = ("qwen3moe", "gemma4")
+ARCHES: tuple[str, ...] = ("qwen3moe", "gemma4", "bailingmoe3")
 SIZES: tuple[str, ...] = ("tiny", "bench")
 WEIGHT_TYPES: tuple[str, ...] = ("F32", "F16", "Q8_0", "Q4_0")
 
@@ -286,6 +286,8 @@ def _tensor_plans(spec: SynthSpec) -> list[_Plan]:
         return _qwen3moe_plans(spec)
     if spec.arch == "gemma4":
         return _gemma4_plans(spec)
+    if spec.arch == "bailingmoe3":
+        return _bailingmoe3_plans(spec)
     raise ValueError(f"unknown arch {spec.arch!r}; choose one of {', '.join(ARCHES)}")
 
 
@@ -425,6 +427,76 @@ def _gemma4_plans(spec: SynthSpec) -> list[_Plan]:
                 _Plan(f"{blk}.post_ffw_norm_2.weight", (d,), "F32", fill=1.0),
                 *_experts(spec, il, fused_gate_up=True),
             ]
+    return plans + _common_tail(spec)
+
+
+# bailingmoe3's MLA widths, fixed (the synthetic model needs one valid set, not a sweep).
+_MLA_KV_LORA = 64  # kv_lora_rank: the compressed KV each token caches
+_MLA_ROPE = 16  # qk_rope_head_dim: the rotary part of q and k (one shared k head)
+_MLA_NOPE = 32  # qk_nope_head_dim
+_MLA_V = 32  # v_head_dim
+_KDA_CONV = 4  # ssm.conv_kernel: the short causal convolution before KDA's q, k, v
+
+
+def bailingmoe3_mla_layers(spec: SynthSpec) -> list[int]:
+    """Layers with MLA attention; the others are KDA (linear, recurrent) like Ling 3's mostly
+    linear stack. Every fourth layer and the last are MLA, so both memories exist."""
+    return sorted({il for il in range(spec.n_layer) if il % 4 == 3} | {spec.n_layer - 1})
+
+
+def _bailingmoe3_plans(spec: SynthSpec) -> list[_Plan]:
+    """Ling 3 (bailingmoe3) as llama.cpp's loader builds it: KDA (Kimi delta attention) layers
+    and MLA layers (bailingmoe3_mla_layers), each followed by a router with its selection bias,
+    the routed experts (split gate/up/down) and one always-on shared expert. No leading dense
+    layer and no NextN (MTP) block: neither is needed to run, and the streamer leaves both
+    resident anyway."""
+    d, n_head = spec.n_embd, spec.n_head
+    s_in = spec.attn_gain / math.sqrt(d)
+    t = spec.dense_type
+    inner = n_head * spec.head_dim  # KDA width
+    mla = set(bailingmoe3_mla_layers(spec))
+    plans = _common_head(spec)
+    for il in range(spec.n_layer):
+        blk = f"blk.{il}"
+        f = spec.n_ff_shared
+        plans.append(_Plan(f"{blk}.attn_norm.weight", (d,), "F32", fill=1.0))
+        if il in mla:
+            plans += [
+                _Plan(f"{blk}.attn_q.weight", (n_head * (_MLA_NOPE + _MLA_ROPE), d), t, std=s_in),
+                _Plan(f"{blk}.attn_kv_a_mqa.weight", (_MLA_KV_LORA + _MLA_ROPE, d), t, std=s_in),
+                _Plan(f"{blk}.attn_kv_a_norm.weight", (_MLA_KV_LORA,), "F32", fill=1.0),
+                _Plan(f"{blk}.attn_k_b.weight", (n_head, _MLA_KV_LORA, _MLA_NOPE), "F32",
+                      std=spec.attn_gain / math.sqrt(_MLA_NOPE)),
+                _Plan(f"{blk}.attn_v_b.weight", (n_head, _MLA_V, _MLA_KV_LORA), "F32",
+                      std=1.0 / math.sqrt(_MLA_KV_LORA)),
+                _Plan(f"{blk}.attn_gate.weight", (n_head, d), "F32", std=s_in),
+                _Plan(f"{blk}.attn_output.weight", (d, n_head * _MLA_V), t,
+                      std=spec.attn_gain / math.sqrt(n_head * _MLA_V)),
+            ]
+        else:
+            plans += [
+                *(_Plan(f"{blk}.ssm_conv1d_{x}.weight", (inner, 1, _KDA_CONV), "F32",
+                        std=1.0 / math.sqrt(_KDA_CONV)) for x in "qkv"),
+                *(_Plan(f"{blk}.attn_{x}.weight", (inner, d), t, std=s_in) for x in "qkv"),
+                _Plan(f"{blk}.ssm_f_a.weight", (inner, d), "F32", std=s_in),
+                _Plan(f"{blk}.ssm_beta.weight", (n_head, d), "F32", std=s_in),
+                _Plan(f"{blk}.ssm_a", (n_head, 1), "F32", fill=1.0),
+                _Plan(f"{blk}.ssm_dt.bias", (inner,), "F32", fill=0.0),
+                _Plan(f"{blk}.ssm_g_a.weight", (inner, d), "F32", std=s_in),
+                _Plan(f"{blk}.ssm_norm.weight", (spec.head_dim,), "F32", fill=1.0),
+                _Plan(f"{blk}.attn_output.weight", (d, inner), t,
+                      std=spec.attn_gain / math.sqrt(inner)),
+            ]
+        plans += [
+            _Plan(f"{blk}.ffn_norm.weight", (d,), "F32", fill=1.0),
+            _router(spec, il),
+            _Plan(f"{blk}.exp_probs_b.bias", (spec.n_expert,), "F32", fill=0.0),
+            *_experts(spec, il, fused_gate_up=False),
+            _Plan(f"{blk}.ffn_gate_shexp.weight", (f, d), t, std=1.0 / math.sqrt(d)),
+            _Plan(f"{blk}.ffn_up_shexp.weight", (f, d), t, std=1.0 / math.sqrt(d)),
+            # Quiet next to the experts, so a wrong expert slice still shows in the logits.
+            _Plan(f"{blk}.ffn_down_shexp.weight", (d, f), t, std=0.5 / math.sqrt(f)),
+        ]
     return plans + _common_tail(spec)
 
 
@@ -651,9 +723,12 @@ def _add_metadata(w: GGUFWriter, spec: SynthSpec) -> None:
     if spec.arch == "qwen3moe":
         w.add_feed_forward_length(spec.n_ff_exp * spec.n_expert_used)
     w.add_head_count(spec.n_head)
-    w.add_head_count_kv(spec.n_head_kv)
-    w.add_key_length(spec.head_dim)
-    w.add_value_length(spec.head_dim)
+    if spec.arch == "bailingmoe3":
+        _add_bailingmoe3_metadata(w, spec)
+    else:
+        w.add_head_count_kv(spec.n_head_kv)
+        w.add_key_length(spec.head_dim)
+        w.add_value_length(spec.head_dim)
     w.add_layer_norm_rms_eps(spec.rms_eps)
     w.add_rope_freq_base(spec.rope_base)
     w.add_expert_count(spec.n_expert)
@@ -671,6 +746,32 @@ def _add_metadata(w: GGUFWriter, spec: SynthSpec) -> None:
         w.add_embedding_length_per_layer_input(0)
         w.add_final_logit_softcapping(30.0)
     _add_vocab(w)
+
+
+def _add_bailingmoe3_metadata(w: GGUFWriter, spec: SynthSpec) -> None:
+    """MLA in llama.cpp's absorbed layout (the KV cache holds the compressed KV plus the rotary
+    key), and the keys its loader requires even with no KDA layer: the gguf package does not
+    know this architecture yet, so they are written by name."""
+    arch = spec.arch
+    mla = set(bailingmoe3_mla_layers(spec))
+    # Per layer: 1 (MLA's one shared k head) or 0, which marks a KDA recurrent layer.
+    w.add_head_count_kv([1 if il in mla else 0 for il in range(spec.n_layer)])
+    w.add_key_length(_MLA_KV_LORA + _MLA_ROPE)
+    w.add_value_length(_MLA_KV_LORA)
+    w.add_uint32(f"{arch}.attention.key_length_mla", _MLA_NOPE + _MLA_ROPE)
+    w.add_uint32(f"{arch}.attention.value_length_mla", _MLA_V)
+    w.add_uint32(f"{arch}.attention.kv_lora_rank", _MLA_KV_LORA)
+    w.add_uint32(f"{arch}.rope.dimension_count", _MLA_ROPE)
+    w.add_uint32(f"{arch}.ssm.conv_kernel", _KDA_CONV)
+    w.add_uint32(f"{arch}.kda.head_dim", spec.head_dim)
+    w.add_float32(f"{arch}.kda.gate_lower_bound", -5.0)
+    w.add_feed_forward_length(spec.n_ff_shared)
+    w.add_uint32(f"{arch}.expert_shared_feed_forward_length", spec.n_ff_shared)
+    w.add_uint32(f"{arch}.expert_shared_count", 1)
+    w.add_uint32(f"{arch}.leading_dense_block_count", 0)
+    w.add_uint32(f"{arch}.expert_gating_func", 2)  # sigmoid, as Ling's routers
+    w.add_bool(f"{arch}.expert_weights_norm", True)
+    w.add_float32(f"{arch}.expert_weights_scale", 1.0)
 
 
 def _add_vocab(w: GGUFWriter) -> None:
@@ -716,6 +817,8 @@ def _validate(spec: SynthSpec) -> None:
         problems.append("the churning recipe (churn) is built for qwen3moe only")
     if spec.churn and spec.n_head_kv * spec.head_dim > spec.n_embd:
         problems.append("churn needs n_head_kv * head_dim <= n_embd (the token subspace)")
+    if spec.arch == "bailingmoe3" and spec.n_layer < 2:
+        problems.append("bailingmoe3 needs at least 2 layers (a KDA one and an MLA one)")
     if spec.arch == "gemma4" and spec.n_layer < 2:
         problems.append("gemma4 needs at least 2 layers (the first is dense)")
     quantized = [t for t in (spec.expert_type, spec.dense_type) if t.startswith("Q")]
