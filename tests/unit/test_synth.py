@@ -408,3 +408,41 @@ def test_churn_files_are_reproducible_and_seeded(tmp_path):
     # v reads an orthonormal token subspace (kv_dim x n_embd rows).
     v = t["blk.0.attn_v.weight"].astype(np.float64)
     assert np.allclose(v @ v.T, np.eye(v.shape[0]), atol=1e-5)
+
+
+# --- the other architectures ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["bailingmoe3", "deepseek4"])
+def test_new_archs_read_back_with_split_experts_and_the_keys_their_loader_needs(tmp_path, arch):
+    path = write_synthetic_moe(tmp_path / f"{arch}.gguf", arch=arch)[0]
+    r = GGUFReader(path)
+    assert _field(r, "general.architecture") == arch
+    assert _field(r, f"{arch}.expert_count") == TINY.n_expert
+    assert _field(r, f"{arch}.expert_shared_count") == 1
+    names = {t.name for t in r.tensors}
+    for il in range(TINY.n_layer):
+        for kind in ("gate", "up", "down"):
+            assert f"blk.{il}.ffn_{kind}_exps.weight" in names
+            assert f"blk.{il}.ffn_{kind}_shexp.weight" in names
+        assert f"blk.{il}.exp_probs_b.bias" in names
+
+
+def test_bailingmoe3_mixes_kda_and_mla_layers(tmp_path):
+    path = write_synthetic_moe(tmp_path / "b.gguf", arch="bailingmoe3")[0]
+    r = GGUFReader(path)
+    kv = list(_field(r, "bailingmoe3.attention.head_count_kv"))
+    assert kv == [0, 0, 0, 1]  # 0 marks KDA; the last layer is MLA
+    names = {t.name for t in r.tensors}
+    assert "blk.0.ssm_conv1d_q.weight" in names and "blk.3.attn_kv_a_mqa.weight" in names
+
+
+def test_deepseek4_has_both_compressed_attention_kinds(tmp_path):
+    path = write_synthetic_moe(tmp_path / "d.gguf", arch="deepseek4")[0]
+    r = GGUFReader(path)
+    assert list(_field(r, "deepseek4.attention.compress_ratios")) == [0, 4, 128, 0]
+    names = {t.name for t in r.tensors}
+    assert "blk.1.indexer.proj.weight" in names and "blk.2.attn_compressor_kv.weight" in names
+    assert "blk.2.indexer.proj.weight" not in names
+    with pytest.raises(ValueError, match="at least 3 layers"):
+        spec_for("deepseek4", "tiny", n_layer=2)
