@@ -37,9 +37,9 @@ class Traced:
     n_expert: int
 
 
-def _traced(path: Path) -> Traced:
-    config = Config(model=str(path), chat_template=False, n_predict=N_TOKENS,
-                    n_ctx=N_TOKENS + 128, n_threads=2, moe_stream=True)
+def _traced(path: Path, n_tokens: int = N_TOKENS) -> Traced:
+    config = Config(model=str(path), chat_template=False, n_predict=n_tokens,
+                    n_ctx=n_tokens + 128, n_threads=2, moe_stream=True)
     with Session.open(config, trace_routing=True) as s:
         streamer = s.streaming.streamer
 
@@ -47,7 +47,7 @@ def _traced(path: Path) -> Traced:
             if progress.done == progress.total:
                 streamer.take_trace()
 
-        result = s.generate(GenerateRequest(text=PROMPT, n_predict=N_TOKENS, new_chat=True),
+        result = s.generate(GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
                             on_prefill=drop_prefill_loads)
         assert result.ok, result.error
         loads = streamer.take_trace()
@@ -65,8 +65,9 @@ def churn(tmp_path_factory) -> Traced:
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory) -> Traced:
     out = tmp_path_factory.mktemp("plain") / "plain-small.gguf"
+    # Fewer tokens: it collapses within a few dozen.
     return _traced(write_synthetic_moe(out, size="bench", churn=False, router_skew=1.0,
-                                       router_gain=2.0, rope_base=1e6, **SMALL)[0])
+                                       router_gain=2.0, rope_base=1e6, **SMALL)[0], n_tokens=96)
 
 
 def _capacities(t: Traced) -> list[int]:
