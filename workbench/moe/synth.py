@@ -8,6 +8,14 @@ can be exercised without a multi-gigabyte download. Two properties matter more t
   the residual stream, so a broken expert loader would go unnoticed. Here the expert matrices use
   a 1/sqrt(fan_in) scale, the down-projections are larger still, and attention is kept small, so
   the logits follow the experts' output.
+* The bench size routes like a real model (the churning recipe, qwen3moe): varied greedy text,
+  consecutive tokens sharing some experts, hot experts and a long tail, a dominant top router
+  weight with a tail of small ones. Attention is built as a recency kernel that copies recent
+  tokens into the stream and the output head avoids what is there (see _churn_attention); the
+  figures are in docs/benchmarks.md, checked by tests/engine/test_churn_model.py.
+* Architectures: qwen3moe, gemma4 (fused gate+up), bailingmoe3 (KDA + MLA, shared expert) and
+  deepseek4 (hyper-connections, compressed attention, shared expert), each as the pinned
+  llama.cpp's loader wants it.
 * Everything is reproducible. Each tensor (and each expert slice of an expert tensor) draws from
   its own generator seeded by (seed, tensor name, expert), so a file is byte-identical for a seed,
   and a corrupted or zeroed expert differs from the clean model only in that slice's bytes.
@@ -278,7 +286,7 @@ class _Plan:
     zero_rows: tuple[int, ...] = ()  # rows forced to 0 (output rows of tokens never to emit)
     shared_dir: float = 0.0  # weight of the shared direction added to every row (router skew)
     row_bias: tuple[float, ...] = ()  # per-row multiplier of the shared direction
-    churn: str = ""  # the churning recipe's construction of this tensor (see _churn_values)
+    churn: str = ""  # the churning recipe's construction of this tensor (see _dense_values)
 
 
 def _tensor_plans(spec: SynthSpec) -> list[_Plan]:
