@@ -18,7 +18,7 @@ from tests.gates.lru_replay import replay_lru
 from workbench.config import Config
 from workbench.engine.requests import ExpertActivity, GenerateRequest, TokenEvent
 from workbench.engine.session import Session
-from workbench.moe.synth import moe_layers, spec_for, write_synthetic_moe
+from workbench.moe.synth import ARCHES, moe_layers, spec_for, write_synthetic_moe
 
 PROMPT = "Hello world, this is an expert map test."
 N_PREDICT = 12
@@ -26,7 +26,7 @@ MIB = 1 << 20
 Load = tuple[int, list[int]]
 
 
-@pytest.fixture(scope="module", params=["qwen3moe", "gemma4"])
+@pytest.fixture(scope="module", params=list(ARCHES))
 def model(request, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("expert-map") / f"tiny-{request.param}.gguf"
     return write_synthetic_moe(out, arch=request.param, size="tiny")[0]
@@ -83,7 +83,7 @@ def histogram(loads: list[Load], shape: tuple[int, int]) -> np.ndarray:
 
 
 def facts(model: Path) -> tuple[int, int, list[int], int]:
-    arch = "gemma4" if "gemma4" in model.name else "qwen3moe"
+    arch = model.stem.removeprefix("tiny-")
     spec = spec_for(arch, "tiny")
     return spec.n_layer, spec.n_expert, moe_layers(spec), spec.n_expert_used
 

@@ -1,9 +1,10 @@
 """Byte-identity gates: streamed experts must change nothing, and the gates must be able to fail.
 
 Every gate compares the FULL logits bit for bit at every generated step (not just the text) with
-the same file run resident, on three fixtures: a split-expert architecture (qwen3moe), a fused one
-(gemma4) and a split multi-file GGUF. The synthetic models are built so that experts dominate the
-output, and a negative control shows that one wrong expert slice makes the gate fail.
+the same file run resident, on every architecture with a synthetic model (`synth.ARCHES`: a
+split-expert qwen3moe, a fused gemma4) and a split multi-file GGUF. The synthetic models are
+built so that experts dominate the output, and a negative control shows that one wrong expert
+slice makes the gate fail.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from tests.logits import recorded_logits
 from workbench.config import Config
 from workbench.engine.requests import GenerateRequest, SessionError
 from workbench.engine.session import Session
-from workbench.moe.synth import write_synthetic_moe
+from workbench.moe.registry import STREAMABLE_ARCHS
+from workbench.moe.synth import ARCHES, write_synthetic_moe
 
 PROMPT = "Hello world, this is a streaming test."
 N_PREDICT = 24
 MIB = 1 << 20
 
 
-@pytest.fixture(scope="module", params=["qwen3moe", "gemma4", "qwen3moe-split"])
+@pytest.fixture(scope="module", params=[*ARCHES, "qwen3moe-split"])
 def model(request, tmp_path_factory) -> Path:
     arch, _, split = request.param.partition("-")
     out = tmp_path_factory.mktemp("gates") / f"tiny-{request.param}.gguf"
@@ -202,6 +204,12 @@ def test_too_many_active_experts_is_refused_with_a_message(model):
 def test_active_experts_on_a_dense_model_is_refused(embedded_model_path):
     with pytest.raises(SessionError, match="not a MoE model"):
         Session.open(Config(model=str(embedded_model_path), n_expert_used=2, n_threads=2))
+
+
+def test_every_synthetic_architecture_is_registered_and_so_gated():
+    # The model fixture runs every gate on each of ARCHES: a synthetic arch the registry did not
+    # stream would be refused, not silently skipped.
+    assert set(ARCHES) <= STREAMABLE_ARCHS
 
 
 def test_an_architecture_the_streamer_does_not_know_is_refused(model, monkeypatch):

@@ -375,3 +375,74 @@ def test_a_full_disk_leaves_no_model_behind(tmp_path, monkeypatch, split):
     assert "the earlier file of that name is unchanged" in str(caught.value)
     assert [p.name for p in tmp_path.iterdir()] == ["m.gguf"]
     assert earlier.read_bytes() == b"an earlier model"
+
+
+# --- the churning bench recipe ---------------------------------------------------------------
+
+
+def test_bench_is_the_churning_recipe_at_about_two_gib_of_experts():
+    spec = spec_for("qwen3moe", "bench")
+    assert spec.churn and spec.arch == "qwen3moe"
+    experts = spec.n_layer * spec.layer_expert_bytes
+    assert 1.8 * 2**30 < experts < 2.2 * 2**30  # whole layers: 1.9 GiB
+
+
+def test_other_archs_keep_the_plain_bench_recipe_and_churn_elsewhere_is_refused():
+    assert not spec_for("gemma4", "bench").churn
+    with pytest.raises(ValueError, match="churning recipe"):
+        spec_for("gemma4", "bench", churn=True)
+
+
+def test_churn_files_are_reproducible_and_seeded(tmp_path):
+    small = dict(n_layer=2, n_embd=128, n_head=4, n_head_kv=2, head_dim=32, n_expert=8,
+                 n_ff_exp=64, expert_type="F32", dense_type="F32")
+    a = write_synthetic_moe(tmp_path / "a.gguf", size="bench", **small)[0]
+    b = write_synthetic_moe(tmp_path / "b.gguf", size="bench", **small)[0]
+    c = write_synthetic_moe(tmp_path / "c.gguf", size="bench", seed=1, **small)[0]
+    assert a.read_bytes() == b.read_bytes() != c.read_bytes()
+    t = _tensors(a)
+    # The feed-forward and output norms hide the shared q/k coordinates; attention norms don't.
+    ffn_norm = t["blk.0.ffn_norm.weight"]
+    assert (ffn_norm[:4] == 0).all() and (ffn_norm[4:] == 1).all()
+    assert (t["blk.0.attn_norm.weight"] == 1).all()
+    # v reads an orthonormal token subspace (kv_dim x n_embd rows).
+    v = t["blk.0.attn_v.weight"].astype(np.float64)
+    assert np.allclose(v @ v.T, np.eye(v.shape[0]), atol=1e-5)
+
+
+# --- the other architectures ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["bailingmoe3", "deepseek4"])
+def test_new_archs_read_back_with_split_experts_and_the_keys_their_loader_needs(tmp_path, arch):
+    path = write_synthetic_moe(tmp_path / f"{arch}.gguf", arch=arch)[0]
+    r = GGUFReader(path)
+    assert _field(r, "general.architecture") == arch
+    assert _field(r, f"{arch}.expert_count") == TINY.n_expert
+    assert _field(r, f"{arch}.expert_shared_count") == 1
+    names = {t.name for t in r.tensors}
+    for il in range(TINY.n_layer):
+        for kind in ("gate", "up", "down"):
+            assert f"blk.{il}.ffn_{kind}_exps.weight" in names
+            assert f"blk.{il}.ffn_{kind}_shexp.weight" in names
+        assert f"blk.{il}.exp_probs_b.bias" in names
+
+
+def test_bailingmoe3_mixes_kda_and_mla_layers(tmp_path):
+    path = write_synthetic_moe(tmp_path / "b.gguf", arch="bailingmoe3")[0]
+    r = GGUFReader(path)
+    kv = list(_field(r, "bailingmoe3.attention.head_count_kv"))
+    assert kv == [0, 0, 0, 1]  # 0 marks KDA; the last layer is MLA
+    names = {t.name for t in r.tensors}
+    assert "blk.0.ssm_conv1d_q.weight" in names and "blk.3.attn_kv_a_mqa.weight" in names
+
+
+def test_deepseek4_has_both_compressed_attention_kinds(tmp_path):
+    path = write_synthetic_moe(tmp_path / "d.gguf", arch="deepseek4")[0]
+    r = GGUFReader(path)
+    assert list(_field(r, "deepseek4.attention.compress_ratios")) == [0, 4, 128, 0]
+    names = {t.name for t in r.tensors}
+    assert "blk.1.indexer.proj.weight" in names and "blk.2.attn_compressor_kv.weight" in names
+    assert "blk.2.indexer.proj.weight" not in names
+    with pytest.raises(ValueError, match="at least 3 layers"):
+        spec_for("deepseek4", "tiny", n_layer=2)

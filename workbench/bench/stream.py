@@ -9,6 +9,9 @@
    both opened and generated on the engine thread (chat's arrangement), and streamed opened on
    another thread and generated on the engine thread (the split that made two OpenMP pools
    fight), with context switches per token.
+5. routing: not a timing. How the model's greedy decode routes (route_stats): distinct tokens,
+   LRU hit rate by cache size, consecutive-token expert overlap, popularity skew. It says whether
+   the other figures were measured on routing that churns like a real model's.
 
 Every session is opened, used and closed on one engine thread (bench/engine.py), the
 arrangement and the turn code (Session.generate) `chat` uses, so a bench cannot measure a path
@@ -37,6 +40,7 @@ from workbench.bench.stats import Interval, paired_ratio_ci
 from workbench.config import Config
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import Session
+from workbench.moe import route_stats
 from workbench.moe.layout import expert_tensors, read_model_facts
 from workbench.moe.synth import write_synthetic_moe
 from workbench.paths import cache_dir
@@ -48,7 +52,9 @@ Log = Callable[[str], None]
 
 def bench_model(gib: float, seed: int = 0) -> Path:
     """A bench-size synthetic MoE of about `gib` GiB of experts, generated once and cached."""
-    out = cache_dir() / "bench" / f"synthetic-moe-{gib:g}g-seed{seed}.gguf"
+    # The recipe is in the name: a file cached by an older recipe (one repeated token, 98 % hits
+    # at any cache size) must not stand in for the churning one.
+    out = cache_dir() / "bench" / f"synthetic-moe-churn-{gib:g}g-seed{seed}.gguf"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)  # the cache directory is ours
         # Whole or absent (written under a temporary name): an interrupted generation is never
@@ -318,6 +324,44 @@ def thread_lines(runs: dict[str, list[ArmRun]], hit: dict[str, float], cache_mb:
     else:
         lines.append("stream threads switches: unmeasured (no prefill-end reading)")
     return lines
+
+
+# ---- routing: how the model routes (not a timing) -------------------------------------------
+
+ROUTING_CACHE_FRACS = (0.10, 0.25, 0.50, 0.75)
+
+
+def routing(model: Path, *, n_tokens: int, threads: int, log: Log) -> str:
+    """Route figures of one greedy decode (prefill loads left out), from the streamer's trace."""
+    config = _config(model, threads, n_tokens, moe_stream=True)
+    with Session.open(config, trace_routing=True) as s:
+        streamer = s.streaming.streamer
+
+        def drop_prefill_loads(progress) -> None:
+            if progress.done == progress.total:
+                streamer.take_trace()
+
+        result = s.generate(GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
+                            on_prefill=drop_prefill_loads)
+        loads = streamer.take_trace()
+        generated = list(s.kv_tokens[-result.summary.n_generated:]) if result.ok else []
+    if not result.ok or not loads:
+        return f"stream routing: no decode routing recorded ({result.error or 'no loads'})"
+    facts = read_model_facts(model)
+    n_expert = facts.n_expert
+    n_layers = len({layer for layer, _ in loads})
+    caps = [max(1, round(f * n_layers * n_expert)) for f in ROUTING_CACHE_FRACS]
+    curve = route_stats.lru_curve(loads, caps)
+    log(f"routing: {len(generated)} tokens, {len(loads)} decode loads over {n_layers} layers")
+    lru = " ".join(f"lru_hit@{f:.0%}={h:.3f}" for f, h in zip(ROUTING_CACHE_FRACS, curve,
+                                                                 strict=True))
+    return (f"stream routing distinct_tokens={len(set(generated))} "
+            f"distinct_share={route_stats.distinct_share(generated):.3f} "
+            f"tail_period={route_stats.tail_period(generated)} (0 = no cycle) {lru} "
+            f"consecutive_overlap={route_stats.consecutive_overlap(loads):.3f} "
+            f"(k/n_expert={facts.n_expert_used / n_expert:.3f} is no memory) "
+            f"top10pct_share={route_stats.top_expert_share(loads, n_expert):.3f} "
+            f"(0.1 is uniform)")
 
 
 def _rate(runs: list[ArmRun]) -> float:

@@ -27,7 +27,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
                        "efficiency, load cost, thread arrangement"
     )
     stream.add_argument("--which", default="machinery,memory,io,load,threads",
-                        help="comma-separated: machinery, memory, io, load, threads")
+                        help="comma-separated: machinery, memory, io, load, threads, routing")
     stream.add_argument("-m", "--model", type=Path,
                         help="MoE GGUF to use (default: a generated bench-size synthetic MoE)")
     stream.add_argument("--gib", type=float, default=2.0,
@@ -161,8 +161,12 @@ def run_stream_cmd(args: argparse.Namespace) -> int:
             lines.append(stream.entry_threads(model, cache_mb=args.cache_mb,
                                               repeats=args.repeats, n_tokens=args.tokens,
                                               threads=args.threads, log=log))
+        elif name == "routing":
+            lines.append(stream.routing(model, n_tokens=args.tokens, threads=args.threads,
+                                        log=log))
         else:
-            print(f"error: unknown benchmark {name!r} (machinery, memory, io, load, threads)",
+            print(f"error: unknown benchmark {name!r} (machinery, memory, io, load, threads, "
+                  "routing)",
                   file=sys.stderr)
             return 2
         log(lines[-1])

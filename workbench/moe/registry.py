@@ -12,6 +12,10 @@ STREAMABLE_ARCHS: frozenset[str] = frozenset({
     "qwen3moe", "qwen2moe", "qwen35moe", "qwen3next", "gpt-oss", "gemma4", "lfm2moe", "olmoe",
     "granitemoe", "granitehybrid", "deepseek2", "glm4moe", "mixtral", "llama4", "dots1",
     "ernie4_5-moe", "bailingmoe", "bailingmoe2", "hunyuan-moe", "smallthinker", "grovemoe",
+    # Both call build_moe_ffn with split gate/up/down _exps tensors. deepseek4's hash-routed
+    # layers name their token->expert table lookup `ffn_moe_topk-<il>` too; bailingmoe3's NextN
+    # (MTP) block runs only in the MTP graph, which the session never builds.
+    "deepseek4", "bailingmoe3",
 })
 
 

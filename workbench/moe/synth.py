@@ -8,6 +8,14 @@ can be exercised without a multi-gigabyte download. Two properties matter more t
   the residual stream, so a broken expert loader would go unnoticed. Here the expert matrices use
   a 1/sqrt(fan_in) scale, the down-projections are larger still, and attention is kept small, so
   the logits follow the experts' output.
+* The bench size routes like a real model (the churning recipe, qwen3moe): varied greedy text,
+  consecutive tokens sharing some experts, hot experts and a long tail, a dominant top router
+  weight with a tail of small ones. Attention is built as a recency kernel that copies recent
+  tokens into the stream and the output head avoids what is there (see _churn_attention); the
+  figures are in docs/benchmarks.md, checked by tests/engine/test_churn_model.py.
+* Architectures: qwen3moe, gemma4 (fused gate+up), bailingmoe3 (KDA + MLA, shared expert) and
+  deepseek4 (hyper-connections, compressed attention, shared expert), each as the pinned
+  llama.cpp's loader wants it.
 * Everything is reproducible. Each tensor (and each expert slice of an expert tensor) draws from
   its own generator seeded by (seed, tensor name, expert), so a file is byte-identical for a seed,
   and a corrupted or zeroed expert differs from the clean model only in that slice's bytes.
@@ -32,7 +40,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
 
 from workbench.atomic_write import StagedFiles
 
-ARCHES: tuple[str, ...] = ("qwen3moe", "gemma4")
+ARCHES: tuple[str, ...] = ("qwen3moe", "gemma4", "bailingmoe3", "deepseek4")
 SIZES: tuple[str, ...] = ("tiny", "bench")
 WEIGHT_TYPES: tuple[str, ...] = ("F32", "F16", "Q8_0", "Q4_0")
 
@@ -88,6 +96,12 @@ class SynthSpec:
     # >0 skews expert popularity per layer (a few hot experts, a long cold tail), as real routers
     # show; a cache then has something to keep. 0 leaves routing to the random weights.
     router_skew: float = 0.0
+    # The churning recipe (the bench default): routing that changes like a real model's.
+    churn: bool = False
+    attn_focus: float = 1.1  # churn: q/k norm weight; sets how far back the recency kernel looks
+    copy_gain: float = 1.0  # churn: how strongly attention copies recent tokens into the stream
+    repeat_gain: float = 30.0  # churn: how strongly the head avoids tokens in the stream
+    router_zipf: float = 0.2  # churn: router row scales fall as rank^-zipf (popularity skew)
     # Layout of the output file(s).
     split_max_tensors: int = 0  # >0: split into <stem>-0000i-of-0000K.gguf shards
     # Damage for negative controls; the rest of the file stays byte-identical.
@@ -127,7 +141,11 @@ PRESETS: dict[str, SynthSpec] = {
         n_ctx_train=4096,
         expert_type="Q4_0",
         dense_type="Q8_0",
-        router_skew=1.0,
+        # Routing that churns like a real model's (see _churn_attention and _router): varied
+        # greedy text, consecutive tokens sharing some experts, hot experts and a long tail.
+        churn=True,
+        rope_base=1e4,  # a RoPE spread that gives the recency kernel a reach of ~10 tokens
+        router_gain=2.0,  # top-slot weight ~0.2-0.5 at k=8, a tail of small weights
         target_gib=2.0,
     ),
 }
@@ -150,7 +168,12 @@ def spec_for(arch: str = "qwen3moe", size: str = "tiny", **overrides: Any) -> Sy
         if overrides.get("target_gib") is not None:
             raise ValueError("give n_layer or target_gib, not both")
         overrides["target_gib"] = None
-    spec = dataclasses.replace(PRESETS[size], arch=arch, **overrides)
+    preset = PRESETS[size]
+    if preset.churn and arch != "qwen3moe" and "churn" not in overrides:
+        # The churning recipe is qwen3moe's; other archs keep the plain bench recipe.
+        preset = dataclasses.replace(preset, churn=False, router_skew=1.0, router_gain=2.0,
+                                     rope_base=1e6)
+    spec = dataclasses.replace(preset, arch=arch, **overrides)
     if spec.target_gib is not None:
         n_layer = max(1, round(spec.target_gib * 2**30 / spec.layer_expert_bytes))
         if arch == "gemma4":
@@ -263,6 +286,7 @@ class _Plan:
     zero_rows: tuple[int, ...] = ()  # rows forced to 0 (output rows of tokens never to emit)
     shared_dir: float = 0.0  # weight of the shared direction added to every row (router skew)
     row_bias: tuple[float, ...] = ()  # per-row multiplier of the shared direction
+    churn: str = ""  # the churning recipe's construction of this tensor (see _dense_values)
 
 
 def _tensor_plans(spec: SynthSpec) -> list[_Plan]:
@@ -270,6 +294,10 @@ def _tensor_plans(spec: SynthSpec) -> list[_Plan]:
         return _qwen3moe_plans(spec)
     if spec.arch == "gemma4":
         return _gemma4_plans(spec)
+    if spec.arch == "bailingmoe3":
+        return _bailingmoe3_plans(spec)
+    if spec.arch == "deepseek4":
+        return _deepseek4_plans(spec)
     raise ValueError(f"unknown arch {spec.arch!r}; choose one of {', '.join(ARCHES)}")
 
 
@@ -278,16 +306,26 @@ def _common_head(spec: SynthSpec) -> list[_Plan]:
     # one direction, which the skewed router rows then read as a popularity bias.
     return [
         _Plan("token_embd.weight", (VOCAB_SIZE, spec.n_embd), spec.dense_type, std=1.0,
-              shared_dir=1.0 if spec.router_skew > 0 else 0.0),
+              shared_dir=1.0 if spec.router_skew > 0 else 0.0,
+              churn="embd" if spec.churn else ""),
     ]
 
 
 def _common_tail(spec: SynthSpec) -> list[_Plan]:
     return [
-        _Plan("output_norm.weight", (spec.n_embd,), "F32", fill=1.0),
+        _norm(spec, "output_norm.weight"),
         _Plan("output.weight", (VOCAB_SIZE, spec.n_embd), spec.dense_type,
-              std=spec.logit_gain / math.sqrt(spec.n_embd), zero_rows=_silent_token_ids()),
+              std=spec.logit_gain / math.sqrt(spec.n_embd), zero_rows=_silent_token_ids(),
+              churn="output" if spec.churn else ""),
     ]
+
+
+def _norm(spec: SynthSpec, name: str) -> _Plan:
+    """An RMS norm weight of ones; in the churning recipe it also hides the shared coordinates
+    (the feed-forward, router and output head then see tokens, not the constant q/k feed)."""
+    if spec.churn:
+        return _Plan(name, (spec.n_embd,), "F32", churn="blind")
+    return _Plan(name, (spec.n_embd,), "F32", fill=1.0)
 
 
 def _attention(spec: SynthSpec, il: int) -> list[_Plan]:
@@ -296,6 +334,16 @@ def _attention(spec: SynthSpec, il: int) -> list[_Plan]:
     s_in = spec.attn_gain / math.sqrt(spec.n_embd)
     s_out = spec.attn_gain / math.sqrt(q_dim)
     blk = f"blk.{il}"
+    if spec.churn:
+        norm = spec.attn_focus
+        return [
+            _Plan(f"{blk}.attn_q.weight", (q_dim, spec.n_embd), spec.dense_type, churn="qk"),
+            _Plan(f"{blk}.attn_k.weight", (kv_dim, spec.n_embd), spec.dense_type, churn="qk"),
+            _Plan(f"{blk}.attn_v.weight", (kv_dim, spec.n_embd), spec.dense_type, churn="v"),
+            _Plan(f"{blk}.attn_output.weight", (spec.n_embd, q_dim), spec.dense_type, churn="o"),
+            _Plan(f"{blk}.attn_q_norm.weight", (spec.head_dim,), "F32", fill=norm),
+            _Plan(f"{blk}.attn_k_norm.weight", (spec.head_dim,), "F32", fill=norm),
+        ]
     return [
         _Plan(f"{blk}.attn_q.weight", (q_dim, spec.n_embd), spec.dense_type, std=s_in),
         _Plan(f"{blk}.attn_k.weight", (kv_dim, spec.n_embd), spec.dense_type, std=s_in),
@@ -307,6 +355,9 @@ def _attention(spec: SynthSpec, il: int) -> list[_Plan]:
 
 
 def _router(spec: SynthSpec, il: int) -> _Plan:
+    if spec.churn:
+        return _Plan(f"blk.{il}.ffn_gate_inp.weight", (spec.n_expert, spec.n_embd), "F32",
+                     std=spec.router_gain / math.sqrt(spec.n_embd), layer=il, churn="router")
     return _Plan(
         f"blk.{il}.ffn_gate_inp.weight", (spec.n_expert, spec.n_embd), "F32",
         std=spec.router_gain / math.sqrt(spec.n_embd), layer=il,
@@ -340,7 +391,7 @@ def _qwen3moe_plans(spec: SynthSpec) -> list[_Plan]:
     for il in range(spec.n_layer):
         plans.append(_Plan(f"blk.{il}.attn_norm.weight", (spec.n_embd,), "F32", fill=1.0))
         plans += _attention(spec, il)
-        plans.append(_Plan(f"blk.{il}.ffn_norm.weight", (spec.n_embd,), "F32", fill=1.0))
+        plans.append(_norm(spec, f"blk.{il}.ffn_norm.weight"))
         plans.append(_router(spec, il))
         plans += _experts(spec, il, fused_gate_up=False)
     return plans + _common_tail(spec)
@@ -386,6 +437,168 @@ def _gemma4_plans(spec: SynthSpec) -> list[_Plan]:
                 _Plan(f"{blk}.post_ffw_norm_2.weight", (d,), "F32", fill=1.0),
                 *_experts(spec, il, fused_gate_up=True),
             ]
+    return plans + _common_tail(spec)
+
+
+# bailingmoe3's MLA widths, fixed (the synthetic model needs one valid set, not a sweep).
+_MLA_KV_LORA = 64  # kv_lora_rank: the compressed KV each token caches
+_MLA_ROPE = 16  # qk_rope_head_dim: the rotary part of q and k (one shared k head)
+_MLA_NOPE = 32  # qk_nope_head_dim
+_MLA_V = 32  # v_head_dim
+_KDA_CONV = 4  # ssm.conv_kernel: the short causal convolution before KDA's q, k, v
+
+
+def bailingmoe3_mla_layers(spec: SynthSpec) -> list[int]:
+    """Layers with MLA attention; the others are KDA (linear, recurrent) like Ling 3's mostly
+    linear stack. Every fourth layer and the last are MLA, so both memories exist."""
+    return sorted({il for il in range(spec.n_layer) if il % 4 == 3} | {spec.n_layer - 1})
+
+
+def _bailingmoe3_plans(spec: SynthSpec) -> list[_Plan]:
+    """Ling 3 (bailingmoe3) as llama.cpp's loader builds it: KDA (Kimi delta attention) layers
+    and MLA layers (bailingmoe3_mla_layers), each followed by a router with its selection bias,
+    the routed experts (split gate/up/down) and one always-on shared expert. No leading dense
+    layer and no NextN (MTP) block: neither is needed to run, and the streamer leaves both
+    resident anyway."""
+    d, n_head = spec.n_embd, spec.n_head
+    s_in = spec.attn_gain / math.sqrt(d)
+    t = spec.dense_type
+    inner = n_head * spec.head_dim  # KDA width
+    mla = set(bailingmoe3_mla_layers(spec))
+    plans = _common_head(spec)
+    for il in range(spec.n_layer):
+        blk = f"blk.{il}"
+        f = spec.n_ff_shared
+        plans.append(_Plan(f"{blk}.attn_norm.weight", (d,), "F32", fill=1.0))
+        if il in mla:
+            plans += [
+                _Plan(f"{blk}.attn_q.weight", (n_head * (_MLA_NOPE + _MLA_ROPE), d), t, std=s_in),
+                _Plan(f"{blk}.attn_kv_a_mqa.weight", (_MLA_KV_LORA + _MLA_ROPE, d), t, std=s_in),
+                _Plan(f"{blk}.attn_kv_a_norm.weight", (_MLA_KV_LORA,), "F32", fill=1.0),
+                _Plan(f"{blk}.attn_k_b.weight", (n_head, _MLA_KV_LORA, _MLA_NOPE), "F32",
+                      std=spec.attn_gain / math.sqrt(_MLA_NOPE)),
+                _Plan(f"{blk}.attn_v_b.weight", (n_head, _MLA_V, _MLA_KV_LORA), "F32",
+                      std=1.0 / math.sqrt(_MLA_KV_LORA)),
+                _Plan(f"{blk}.attn_gate.weight", (n_head, d), "F32", std=s_in),
+                _Plan(f"{blk}.attn_output.weight", (d, n_head * _MLA_V), t,
+                      std=spec.attn_gain / math.sqrt(n_head * _MLA_V)),
+            ]
+        else:
+            plans += [
+                *(_Plan(f"{blk}.ssm_conv1d_{x}.weight", (inner, 1, _KDA_CONV), "F32",
+                        std=1.0 / math.sqrt(_KDA_CONV)) for x in "qkv"),
+                *(_Plan(f"{blk}.attn_{x}.weight", (inner, d), t, std=s_in) for x in "qkv"),
+                _Plan(f"{blk}.ssm_f_a.weight", (inner, d), "F32", std=s_in),
+                _Plan(f"{blk}.ssm_beta.weight", (n_head, d), "F32", std=s_in),
+                _Plan(f"{blk}.ssm_a", (n_head, 1), "F32", fill=1.0),
+                _Plan(f"{blk}.ssm_dt.bias", (inner,), "F32", fill=0.0),
+                _Plan(f"{blk}.ssm_g_a.weight", (inner, d), "F32", std=s_in),
+                _Plan(f"{blk}.ssm_norm.weight", (spec.head_dim,), "F32", fill=1.0),
+                _Plan(f"{blk}.attn_output.weight", (d, inner), t,
+                      std=spec.attn_gain / math.sqrt(inner)),
+            ]
+        plans += [
+            _Plan(f"{blk}.ffn_norm.weight", (d,), "F32", fill=1.0),
+            _router(spec, il),
+            _Plan(f"{blk}.exp_probs_b.bias", (spec.n_expert,), "F32", fill=0.0),
+            *_experts(spec, il, fused_gate_up=False),
+            _Plan(f"{blk}.ffn_gate_shexp.weight", (f, d), t, std=1.0 / math.sqrt(d)),
+            _Plan(f"{blk}.ffn_up_shexp.weight", (f, d), t, std=1.0 / math.sqrt(d)),
+            # Quiet next to the experts, so a wrong expert slice still shows in the logits.
+            _Plan(f"{blk}.ffn_down_shexp.weight", (d, f), t, std=0.5 / math.sqrt(f)),
+        ]
+    return plans + _common_tail(spec)
+
+
+# deepseek4's fixed attention and hyper-connection widths.
+_DSV4_Q_LORA = 64
+_DSV4_O_GROUPS = 2
+_DSV4_O_LORA = 32
+_DSV4_HC = 4  # residual copies mixed by the hyper-connections (llama.cpp asserts 4)
+_DSV4_ROPE = 16
+_DSV4_INDEXER_HEADS = 2
+_DSV4_INDEXER_DIM = 64
+# Head width: llama.cpp rotates K by a Hadamard block of 64 (or more) that must divide it.
+_DSV4_HEAD = 64
+
+
+def deepseek4_compress_ratios(spec: SynthSpec) -> list[int]:
+    """Per-layer attention compression: plain (0), compressed-sparse with an indexer (4) and
+    heavily compressed (128), in turn. Both compressed kinds must occur: llama.cpp's deepseek4
+    KV cache divides by zero (SIGFPE in build_input_k_rot) when either of its compressed caches
+    has no layer."""
+    return [(0, 4, 128)[il % 3] for il in range(spec.n_layer)]
+
+
+def _deepseek4_plans(spec: SynthSpec) -> list[_Plan]:
+    """DeepSeek V4 as llama.cpp's loader builds it: low-rank q, one shared kv head with sinks,
+    grouped low-rank output, compressed attention on some layers (deepseek4_compress_ratios,
+    with its compressor and, at ratio 4, its indexer), hyper-connections around attention and
+    FFN (near-neutral mixing: zero fn, zero base), a router with selection bias, routed experts
+    (split gate/up/down) and one shared expert. No hash-routed layer and no NextN block."""
+    d, n_head, h = spec.n_embd, spec.n_head, _DSV4_HEAD
+    s_in = spec.attn_gain / math.sqrt(d)
+    t = spec.dense_type
+    hc_dim, hc_mix = _DSV4_HC * d, (2 + _DSV4_HC) * _DSV4_HC
+    plans = [
+        *_common_head(spec),
+        _Plan("output_hc_fn.weight", (_DSV4_HC, hc_dim), "F32", fill=0.0),
+        _Plan("output_hc_base.weight", (_DSV4_HC,), "F32", fill=0.0),
+        _Plan("output_hc_scale.weight", (1,), "F32", fill=1.0),
+    ]
+    for il in range(spec.n_layer):
+        blk = f"blk.{il}"
+        f = spec.n_ff_exp  # the shared expert is n_ff_exp x expert_shared_count wide
+        plans += [
+            _Plan(f"{blk}.attn_norm.weight", (d,), "F32", fill=1.0),
+            _Plan(f"{blk}.attn_sinks.weight", (n_head,), "F32", fill=0.0),
+            _Plan(f"{blk}.attn_q_a.weight", (_DSV4_Q_LORA, d), t, std=1.0 / math.sqrt(d)),
+            _Plan(f"{blk}.attn_q_a_norm.weight", (_DSV4_Q_LORA,), "F32", fill=1.0),
+            _Plan(f"{blk}.attn_q_b.weight", (n_head * h, _DSV4_Q_LORA), t,
+                  std=spec.attn_gain / math.sqrt(_DSV4_Q_LORA)),
+            _Plan(f"{blk}.attn_kv.weight", (h, d), t, std=s_in),
+            _Plan(f"{blk}.attn_kv_a_norm.weight", (h,), "F32", fill=1.0),
+            _Plan(f"{blk}.attn_output_a.weight", (_DSV4_O_LORA * _DSV4_O_GROUPS,
+                                                  n_head * h // _DSV4_O_GROUPS), t,
+                  std=1.0 / math.sqrt(n_head * h // _DSV4_O_GROUPS)),
+            _Plan(f"{blk}.attn_output_b.weight", (d, _DSV4_O_GROUPS * _DSV4_O_LORA), t,
+                  std=spec.attn_gain / math.sqrt(_DSV4_O_GROUPS * _DSV4_O_LORA)),
+        ]
+        ratio = deepseek4_compress_ratios(spec)[il]
+        if ratio:
+            coff = 2 if ratio == 4 else 1  # the overlapping (ratio 4) compressor is twice as wide
+            plans += [
+                _Plan(f"{blk}.attn_compressor_kv.weight", (coff * h, d), "F32", std=s_in),
+                _Plan(f"{blk}.attn_compressor_gate.weight", (coff * h, d), "F32", std=s_in),
+                _Plan(f"{blk}.attn_compressor_ape.weight", (ratio, coff * h), "F32", fill=0.0),
+                _Plan(f"{blk}.attn_compressor_norm.weight", (h,), "F32", fill=1.0),
+            ]
+        if ratio == 4:
+            hi, ni = _DSV4_INDEXER_DIM, _DSV4_INDEXER_HEADS
+            plans += [
+                _Plan(f"{blk}.indexer.proj.weight", (ni, d), "F32", std=s_in),
+                _Plan(f"{blk}.indexer.attn_q_b.weight", (ni * hi, _DSV4_Q_LORA), "F32",
+                      std=1.0 / math.sqrt(_DSV4_Q_LORA)),
+                _Plan(f"{blk}.indexer_compressor_kv.weight", (2 * hi, d), "F32", std=s_in),
+                _Plan(f"{blk}.indexer_compressor_gate.weight", (2 * hi, d), "F32", std=s_in),
+                _Plan(f"{blk}.indexer_compressor_ape.weight", (ratio, 2 * hi), "F32", fill=0.0),
+                _Plan(f"{blk}.indexer_compressor_norm.weight", (hi,), "F32", fill=1.0),
+            ]
+        for part in ("attn", "ffn"):
+            plans += [
+                _Plan(f"{blk}.hc_{part}_fn.weight", (hc_mix, hc_dim), "F32", fill=0.0),
+                _Plan(f"{blk}.hc_{part}_base.weight", (hc_mix,), "F32", fill=0.0),
+                _Plan(f"{blk}.hc_{part}_scale.weight", (3,), "F32", fill=1.0),
+            ]
+        plans += [
+            _router(spec, il),
+            _Plan(f"{blk}.exp_probs_b.bias", (spec.n_expert,), "F32", fill=0.0),
+            _Plan(f"{blk}.ffn_norm.weight", (d,), "F32", fill=1.0),
+            *_experts(spec, il, fused_gate_up=False),
+            _Plan(f"{blk}.ffn_gate_shexp.weight", (f, d), t, std=1.0 / math.sqrt(d)),
+            _Plan(f"{blk}.ffn_up_shexp.weight", (f, d), t, std=1.0 / math.sqrt(d)),
+            _Plan(f"{blk}.ffn_down_shexp.weight", (d, f), t, std=0.5 / math.sqrt(f)),
+        ]
     return plans + _common_tail(spec)
 
 
@@ -452,7 +665,31 @@ def _tensor_chunks(plan: _Plan, spec: SynthSpec, seed: int) -> Iterator[np.ndarr
 def _dense_values(plan: _Plan, spec: SynthSpec, seed: int) -> np.ndarray:
     if plan.fill is not None:
         return np.full(plan.shape, plan.fill, dtype=np.float32)
-    values = _rng(seed, plan.name).standard_normal(plan.shape, dtype=np.float32) * plan.std
+    if plan.churn in ("qk", "v", "o"):
+        return _churn_attention(plan, spec, seed)
+    if plan.churn == "blind":
+        values = np.ones(plan.shape, dtype=np.float32)
+        values[list(_shared_coords(spec))] = 0.0
+        return values
+    if plan.churn == "embd":
+        # Token codes plus the shared coordinates every token carries (they feed q and k).
+        return _token_part(spec, seed) + _churn_direction(spec)
+    else:
+        values = _rng(seed, plan.name).standard_normal(plan.shape, dtype=np.float32) * plan.std
+    if plan.churn == "output":
+        # Anti-tied head: a token already in the stream (the current one, and the recent ones
+        # attention copies in) is pushed down, so greedy decoding neither repeats nor cycles.
+        tokens = _token_part(spec, seed)
+        values -= (spec.repeat_gain / spec.n_embd) * tokens
+    if plan.churn == "router":
+        # Rows of falling scale, in a per-layer random order of the experts: a wide row wins
+        # the top-k more often (a few hot experts, a long tail), without any constant input,
+        # and the top slot's weight varies with how far its logit stands out.
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED, plan.layer]))
+        scale = np.empty(spec.n_expert)
+        scale[rng.permutation(spec.n_expert)] = np.arange(1, spec.n_expert + 1) ** -spec.router_zipf
+        scale /= math.sqrt(float(np.mean(scale**2)))
+        values *= scale[:, None].astype(np.float32)
     if plan.shared_dir:
         direction = _shared_direction(spec.n_embd, seed)
         bias = np.asarray(plan.row_bias, dtype=np.float32) if plan.row_bias else 1.0
@@ -460,6 +697,68 @@ def _dense_values(plan: _Plan, spec: SynthSpec, seed: int) -> np.ndarray:
     if plan.zero_rows:
         values[list(plan.zero_rows)] = 0.0
     return values
+
+
+_N_SHARED_COORDS = 4
+
+
+def _shared_coords(spec: SynthSpec) -> range:
+    return range(min(_N_SHARED_COORDS, spec.n_embd))
+
+
+def _churn_direction(spec: SynthSpec) -> np.ndarray:
+    """The constant every token embedding carries in the churning recipe: a few coordinates of
+    as much energy as the token part, so q and k have the same sign for every token."""
+    u = np.zeros(spec.n_embd, dtype=np.float32)
+    coords = _shared_coords(spec)
+    u[list(coords)] = math.sqrt(spec.n_embd / len(coords))
+    return u
+
+
+def _token_basis(spec: SynthSpec, seed: int) -> np.ndarray:
+    """Orthonormal rows (kv_dim x n_embd): the subspace that carries token identity. Every
+    layer's value projection reads it and its output projection writes back into it, so
+    attention copies recent tokens (not noise) into the residual stream."""
+    kv_dim = spec.n_head_kv * spec.head_dim
+    raw = _rng(seed, "token-basis").standard_normal((spec.n_embd, kv_dim))
+    q, _ = np.linalg.qr(raw)
+    return q.T.astype(np.float32)
+
+
+def _token_part(spec: SynthSpec, seed: int) -> np.ndarray:
+    """Token embeddings without the shared direction: random vectors inside the token subspace,
+    of rms 1 over n_embd like the plain recipe's."""
+    basis = _token_basis(spec, seed)
+    kv_dim = basis.shape[0]
+    z = _rng(seed, "token-codes").standard_normal((VOCAB_SIZE, kv_dim), dtype=np.float32)
+    return (z * np.float32(math.sqrt(spec.n_embd / kv_dim))) @ basis
+
+
+def _churn_attention(plan: _Plan, spec: SynthSpec, seed: int) -> np.ndarray:
+    """Attention that looks back over the recent tokens with a fixed, decaying profile.
+
+    q and k read only the shared direction (every token carries it), so they are the same for
+    every token: the scores then depend on the distance alone, through RoPE, and fall off with
+    it (a recency kernel whose reach `attn_focus` sets). v reads the token subspace and o writes
+    it back, so each layer adds a recency-weighted mix of the recent tokens: consecutive tokens
+    share most of it (temporal locality in routing) and the output head sees what to avoid."""
+    unit = _churn_direction(spec)
+    unit /= np.linalg.norm(unit)
+    h = spec.head_dim
+    if plan.churn == "qk":
+        # NEOX rope pairs (i, i + h/2): a unit first element in every pair, the same for q and k,
+        # gives score(distance) = sum_i cos(distance * theta_i), largest at distance 0.
+        pattern = np.zeros(h, dtype=np.float32)
+        pattern[: h // 2] = 1.0
+        n_heads = plan.shape[0] // h
+        return np.multiply.outer(np.tile(pattern, n_heads), unit).astype(np.float32)
+    basis = _token_basis(spec, seed)
+    if plan.churn == "v":
+        return basis
+    # o: query head i reads kv head i // group (ggml's broadcast), and writes it back.
+    group = spec.n_head // spec.n_head_kv
+    blocks = [basis[(i // group) * h:(i // group + 1) * h].T for i in range(spec.n_head)]
+    return (spec.copy_gain / group) * np.concatenate(blocks, axis=1).astype(np.float32)
 
 
 def _shared_direction(n_embd: int, seed: int) -> np.ndarray:
@@ -526,9 +825,14 @@ def _add_metadata(w: GGUFWriter, spec: SynthSpec) -> None:
     if spec.arch == "qwen3moe":
         w.add_feed_forward_length(spec.n_ff_exp * spec.n_expert_used)
     w.add_head_count(spec.n_head)
-    w.add_head_count_kv(spec.n_head_kv)
-    w.add_key_length(spec.head_dim)
-    w.add_value_length(spec.head_dim)
+    if spec.arch == "bailingmoe3":
+        _add_bailingmoe3_metadata(w, spec)
+    elif spec.arch == "deepseek4":
+        _add_deepseek4_metadata(w, spec)
+    else:
+        w.add_head_count_kv(spec.n_head_kv)
+        w.add_key_length(spec.head_dim)
+        w.add_value_length(spec.head_dim)
     w.add_layer_norm_rms_eps(spec.rms_eps)
     w.add_rope_freq_base(spec.rope_base)
     w.add_expert_count(spec.n_expert)
@@ -546,6 +850,61 @@ def _add_metadata(w: GGUFWriter, spec: SynthSpec) -> None:
         w.add_embedding_length_per_layer_input(0)
         w.add_final_logit_softcapping(30.0)
     _add_vocab(w)
+
+
+def _add_bailingmoe3_metadata(w: GGUFWriter, spec: SynthSpec) -> None:
+    """MLA in llama.cpp's absorbed layout (the KV cache holds the compressed KV plus the rotary
+    key), and the keys its loader requires even with no KDA layer: the gguf package does not
+    know this architecture yet, so they are written by name."""
+    arch = spec.arch
+    mla = set(bailingmoe3_mla_layers(spec))
+    # Per layer: 1 (MLA's one shared k head) or 0, which marks a KDA recurrent layer.
+    w.add_head_count_kv([1 if il in mla else 0 for il in range(spec.n_layer)])
+    w.add_key_length(_MLA_KV_LORA + _MLA_ROPE)
+    w.add_value_length(_MLA_KV_LORA)
+    w.add_uint32(f"{arch}.attention.key_length_mla", _MLA_NOPE + _MLA_ROPE)
+    w.add_uint32(f"{arch}.attention.value_length_mla", _MLA_V)
+    w.add_uint32(f"{arch}.attention.kv_lora_rank", _MLA_KV_LORA)
+    w.add_uint32(f"{arch}.rope.dimension_count", _MLA_ROPE)
+    w.add_uint32(f"{arch}.ssm.conv_kernel", _KDA_CONV)
+    w.add_uint32(f"{arch}.kda.head_dim", spec.head_dim)
+    w.add_float32(f"{arch}.kda.gate_lower_bound", -5.0)
+    w.add_feed_forward_length(spec.n_ff_shared)
+    w.add_uint32(f"{arch}.expert_shared_feed_forward_length", spec.n_ff_shared)
+    w.add_uint32(f"{arch}.expert_shared_count", 1)
+    w.add_uint32(f"{arch}.leading_dense_block_count", 0)
+    w.add_uint32(f"{arch}.expert_gating_func", 2)  # sigmoid, as Ling's routers
+    w.add_bool(f"{arch}.expert_weights_norm", True)
+    w.add_float32(f"{arch}.expert_weights_scale", 1.0)
+
+
+def _add_deepseek4_metadata(w: GGUFWriter, spec: SynthSpec) -> None:
+    """The keys llama.cpp's deepseek4 loader requires (by name: the gguf package does not know
+    the architecture yet), for the simple form _deepseek4_plans writes."""
+    arch = spec.arch
+    w.add_head_count_kv(1)
+    w.add_key_length(_DSV4_HEAD)
+    w.add_value_length(_DSV4_HEAD)
+    w.add_feed_forward_length(spec.n_ff_exp)
+    w.add_uint32(f"{arch}.rope.dimension_count", _DSV4_ROPE)
+    w.add_uint32(f"{arch}.attention.q_lora_rank", _DSV4_Q_LORA)
+    w.add_uint32(f"{arch}.attention.sliding_window", spec.n_ctx_train)
+    w.add_uint32(f"{arch}.expert_shared_count", 1)
+    w.add_float32(f"{arch}.expert_weights_scale", 1.0)
+    w.add_bool(f"{arch}.expert_weights_norm", True)
+    w.add_float32(f"{arch}.swiglu_clamp_exp", 10.0)
+    w.add_uint32(f"{arch}.attention.indexer.head_count", _DSV4_INDEXER_HEADS)
+    w.add_uint32(f"{arch}.attention.indexer.key_length", _DSV4_INDEXER_DIM)
+    w.add_uint32(f"{arch}.attention.indexer.top_k", 8)
+    w.add_uint32(f"{arch}.attention.output_group_count", _DSV4_O_GROUPS)
+    w.add_uint32(f"{arch}.attention.output_lora_rank", _DSV4_O_LORA)
+    w.add_float32(f"{arch}.attention.compress_rope_freq_base", 10000.0)
+    w.add_uint32(f"{arch}.hyper_connection.count", _DSV4_HC)
+    w.add_uint32(f"{arch}.hyper_connection.sinkhorn_iterations", 3)
+    w.add_float32(f"{arch}.hyper_connection.epsilon", 1e-6)
+    w.add_uint32(f"{arch}.hash_layer_count", 0)
+    w.add_array(f"{arch}.attention.compress_ratios", deepseek4_compress_ratios(spec))
+    w.add_uint32(f"{arch}.expert_gating_func", 4)  # sqrt(softplus), the only one it accepts
 
 
 def _add_vocab(w: GGUFWriter) -> None:
@@ -587,6 +946,15 @@ def _validate(spec: SynthSpec) -> None:
         problems.append("n_head must be a multiple of n_head_kv")
     if spec.head_dim % 2:
         problems.append("head_dim must be even (rope)")
+    if spec.churn and spec.arch != "qwen3moe":
+        problems.append("the churning recipe (churn) is built for qwen3moe only")
+    if spec.churn and spec.n_head_kv * spec.head_dim > spec.n_embd:
+        problems.append("churn needs n_head_kv * head_dim <= n_embd (the token subspace)")
+    if spec.arch == "deepseek4" and spec.n_layer < 3:
+        problems.append("deepseek4 needs at least 3 layers (plain, ratio-4 and ratio-128 "
+                        "compressed attention)")
+    if spec.arch == "bailingmoe3" and spec.n_layer < 2:
+        problems.append("bailingmoe3 needs at least 2 layers (a KDA one and an MLA one)")
     if spec.arch == "gemma4" and spec.n_layer < 2:
         problems.append("gemma4 needs at least 2 layers (the first is dense)")
     quantized = [t for t in (spec.expert_type, spec.dense_type) if t.startswith("Q")]

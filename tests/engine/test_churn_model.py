@@ -1,0 +1,139 @@
+"""The churning bench recipe routes like a real model, in real llama.cpp.
+
+A small model of the bench size's recipe (the same generator, small widths, F32 so the numpy
+reference can recompute its router weights) generates greedily through the streaming session with
+route tracing on; the figures come from `workbench.moe.route_stats`. The plain recipe at the same
+widths is the control: it collapses into one repeated token, and the same asserts fail on it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.reference_moe import qwen3moe_routing
+from workbench.config import Config
+from workbench.engine.requests import GenerateRequest
+from workbench.engine.session import Session
+from workbench.moe import route_stats as rs
+from workbench.moe.synth import write_synthetic_moe
+
+N_TOKENS = 200
+PROMPT = "Hello world, this is a test of the churning model."
+SMALL = dict(n_layer=4, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_expert=64,
+             n_ff_exp=64, expert_type="F32", dense_type="F32")
+
+
+@dataclass
+class Traced:
+    path: Path
+    tokens: list[int]  # the whole context (BOS, prompt, generated)
+    generated: list[int]
+    loads: list[tuple[int, list[int]]]  # decode loads only
+    n_expert: int
+
+
+def _traced(path: Path, n_tokens: int = N_TOKENS) -> Traced:
+    config = Config(model=str(path), chat_template=False, n_predict=n_tokens,
+                    n_ctx=n_tokens + 128, n_threads=2, moe_stream=True)
+    with Session.open(config, trace_routing=True) as s:
+        streamer = s.streaming.streamer
+
+        def drop_prefill_loads(progress) -> None:
+            if progress.done == progress.total:
+                streamer.take_trace()
+
+        result = s.generate(GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
+                            on_prefill=drop_prefill_loads)
+        assert result.ok, result.error
+        loads = streamer.take_trace()
+        tokens = list(s.kv_tokens)
+        generated = tokens[-result.summary.n_generated:]
+    return Traced(path, tokens, generated, loads, SMALL["n_expert"])
+
+
+@pytest.fixture(scope="module")
+def churn(tmp_path_factory) -> Traced:
+    out = tmp_path_factory.mktemp("churn") / "churn-small.gguf"
+    return _traced(write_synthetic_moe(out, size="bench", **SMALL)[0])
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> Traced:
+    out = tmp_path_factory.mktemp("plain") / "plain-small.gguf"
+    # Fewer tokens: it collapses within a few dozen.
+    return _traced(write_synthetic_moe(out, size="bench", churn=False, router_skew=1.0,
+                                       router_gain=2.0, rope_base=1e6, **SMALL)[0], n_tokens=96)
+
+
+def _capacities(t: Traced) -> list[int]:
+    """Cache sizes of 10, 25, 50 and 75 % of all the experts."""
+    total = SMALL["n_layer"] * t.n_expert
+    return [round(f * total) for f in (0.10, 0.25, 0.50, 0.75)]
+
+
+def test_greedy_text_is_varied_and_does_not_cycle(churn, plain):
+    assert len(churn.generated) == N_TOKENS
+    assert rs.distinct_share(churn.generated) >= 0.10  # >= 20 distinct bytes in 200
+    assert rs.tail_period(churn.generated, tail=64) == 0
+    # The control: the plain recipe settles into one repeated token.
+    assert rs.tail_period(plain.generated, tail=64) in (1, 2)
+
+
+def test_lru_hit_rate_rises_with_the_cache_size(churn, plain):
+    curve = rs.lru_curve(churn.loads, _capacities(churn))
+    assert all(b > a + 0.05 for a, b in itertools.pairwise(curve)), curve
+    assert curve[0] < 0.2 and curve[1] < 0.8 and curve[-1] > 0.85, curve
+    flat = rs.lru_curve(plain.loads, _capacities(plain))
+    assert flat[1] > 0.9  # the control's curve is flat from a quarter of the experts on
+
+
+def test_expert_popularity_is_skewed_with_a_tail(churn):
+    share = rs.top_expert_share(churn.loads, churn.n_expert, top_frac=0.1)
+    assert 0.2 < share < 0.6, share  # uniform routing gives ~0.1; one hot set gives ~1
+    used = {(layer, e) for layer, ids in churn.loads for e in ids}
+    assert len(used) > 0.75 * SMALL["n_layer"] * churn.n_expert  # the tail does get used
+
+
+def test_consecutive_tokens_share_some_experts_not_all(churn, plain):
+    overlap = rs.consecutive_overlap(churn.loads)
+    no_memory = 8 / churn.n_expert  # k / n_expert: what independent tokens would share
+    assert no_memory + 0.1 < overlap < 0.7, overlap
+    assert rs.consecutive_overlap(plain.loads) > 0.9  # the control barely churns
+
+
+def test_router_weights_have_a_top_slot_and_a_droppable_tail(churn):
+    routing = qwen3moe_routing(churn.path, churn.tokens)
+    # The reference is believed only where it routes as the engine did.
+    n_decode = len(churn.loads) // SMALL["n_layer"]
+    agree = total = 0
+    for i, (layer, ids) in enumerate(churn.loads):
+        step = len(churn.tokens) - n_decode + i // SMALL["n_layer"]
+        agree += set(ids) == set(routing.experts[layer, step].tolist())
+        total += 1
+    assert agree / total > 0.95, f"reference routes differ from the engine's ({agree}/{total})"
+    weights = routing.weights[:, -n_decode:].reshape(-1, routing.weights.shape[-1])
+    figures = rs.weight_figures(weights)
+    assert 0.2 < figures.top_slot_mean < 0.5, figures
+    assert figures.top_slot_p10 > 1 / 8  # the top slot stands out even at its lowest
+    # Dropping at frac 0.5..1.0 of 1/k has slots to drop, and they carry a minority of the mass.
+    assert 0.05 < figures.below_share[0.5] < figures.below_share[1.0] < 0.95, figures
+    assert figures.below_mass[1.0] < 0.5, figures
+    assert np.allclose(routing.weights.sum(-1), 1.0)
+
+
+def test_bench_stream_routing_prints_the_figures(churn):
+    from workbench.bench import stream
+
+    logged: list[str] = []
+    line = stream.routing(churn.path, n_tokens=48, threads=2, log=logged.append)
+    fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+    assert line.startswith("stream routing ") and logged
+    assert int(fields["distinct_tokens"]) > 5 and fields["tail_period"] == "0"
+    hits = [float(fields[f"lru_hit@{f:.0%}"]) for f in stream.ROUTING_CACHE_FRACS]
+    assert hits == sorted(hits) and hits[0] < hits[-1]
+    assert 0.0 < float(fields["consecutive_overlap"]) < 1.0
