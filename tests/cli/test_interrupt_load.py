@@ -18,7 +18,7 @@ def test_ctrl_c_during_the_load_cancels_it(embedded_model_path, monkeypatch, cap
     real_open = Session.open.__func__
     calls: list[float] = []
 
-    def open_with_a_ctrl_c(cls, config, *, sink=None, progress=None, trace_routing=False):
+    def open_with_a_ctrl_c(cls, config, *, progress=None, **options):
         def first_progress_presses_ctrl_c(fraction: float) -> bool:
             calls.append(fraction)
             if len(calls) == 1:
@@ -30,8 +30,7 @@ def test_ctrl_c_during_the_load_cancels_it(embedded_model_path, monkeypatch, cap
                     time.sleep(0.01)
             return progress(fraction)
 
-        return real_open(cls, config, sink=sink, progress=first_progress_presses_ctrl_c,
-                         trace_routing=trace_routing)
+        return real_open(cls, config, progress=first_progress_presses_ctrl_c, **options)
 
     monkeypatch.setattr(Session, "open", classmethod(open_with_a_ctrl_c))
     args = build_parser().parse_args(["chat", "-m", str(embedded_model_path), "-p", "Hello",

@@ -34,8 +34,9 @@ def test_identical_arms_agree_token_for_token_and_byte_for_byte(tiny_moe_path, m
     assert lines[1].startswith("drop read MiB/token ratio=1.000 ci95=[1.000, 1.000]")
     assert "same_token_pct=100.0" in lines[3]
     assert "measured_pct=0.0" in lines[4]
-    # The adapter's traces carry no weights: the replay's prediction says why it is missing.
-    assert "no router weights" in lines[4]
+    # The route records carry the router's weights: the replay predicts, and with identical
+    # (undropped) arms it predicts nothing avoided.
+    assert "no router weights" not in lines[4] and "replay_predicted_pct=0.0" in lines[4]
 
 
 def test_agreement_counts_positions_and_the_common_prefix():

@@ -16,9 +16,8 @@ import numpy as np
 import pytest
 
 from tests.reference_moe import qwen3moe_routing
+from workbench.bench.stream import decode_routes
 from workbench.config import Config
-from workbench.engine.requests import GenerateRequest
-from workbench.engine.session import Session
 from workbench.moe import route_stats as rs
 from workbench.moe.synth import write_synthetic_moe
 
@@ -40,19 +39,9 @@ class Traced:
 def _traced(path: Path, n_tokens: int = N_TOKENS) -> Traced:
     config = Config(model=str(path), chat_template=False, n_predict=n_tokens,
                     n_ctx=n_tokens + 128, n_threads=2, moe_stream=True)
-    with Session.open(config, trace_routing=True) as s:
-        streamer = s.streaming.streamer
-
-        def drop_prefill_loads(progress) -> None:
-            if progress.done == progress.total:
-                streamer.take_trace()
-
-        result = s.generate(GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
-                            on_prefill=drop_prefill_loads)
-        assert result.ok, result.error
-        loads = streamer.take_trace()
-        tokens = list(s.kv_tokens)
-        generated = tokens[-result.summary.n_generated:]
+    traced = decode_routes(config, n_tokens)
+    assert traced.result.ok, traced.result.error
+    tokens, generated, loads = traced.tokens, traced.generated, traced.loads
     return Traced(path, tokens, generated, loads, SMALL["n_expert"])
 
 

@@ -39,7 +39,7 @@ class ScriptedBridge:
                            chat_mode=True, think_control="template", template_origin="test",
                            load_seconds=0.0, run_info=info, is_moe=False)
 
-    async def set_history(self, messages: list[dict[str, str]]) -> None:
+    async def set_history(self, messages: list[dict[str, str]], images: object = None) -> None:
         self.history = list(messages)
 
     async def kv_states(self) -> list:

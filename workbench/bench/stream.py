@@ -38,7 +38,7 @@ from workbench.bench.engine import close_session, engine, on_engine, open_sessio
 from workbench.bench.matrix import drop_page_cache
 from workbench.bench.stats import Interval, paired_ratio_ci
 from workbench.config import Config
-from workbench.engine.requests import GenerateRequest
+from workbench.engine.requests import GenerateRequest, GenerateResult
 from workbench.engine.session import Session
 from workbench.moe import route_stats
 from workbench.moe.layout import expert_tensors, read_model_facts
@@ -331,9 +331,22 @@ def thread_lines(runs: dict[str, list[ArmRun]], hit: dict[str, float], cache_mb:
 ROUTING_CACHE_FRACS = (0.10, 0.25, 0.50, 0.75)
 
 
-def routing(model: Path, *, n_tokens: int, threads: int, log: Log) -> str:
-    """Route figures of one greedy decode (prefill loads left out), from the streamer's trace."""
-    config = _config(model, threads, n_tokens, moe_stream=True)
+@dataclass(frozen=True, slots=True)
+class DecodeRoutes:
+    """One greedy decode's routing: the decode loads (prefill's left out) and the context."""
+
+    result: GenerateResult
+    loads: list[tuple[int, list[int]]]  # (layer, distinct expert ids) per decode load
+    tokens: list[int]  # the whole context after the turn
+
+    @property
+    def generated(self) -> list[int]:
+        n = self.result.summary.n_generated if self.result.ok and self.result.summary else 0
+        return self.tokens[len(self.tokens) - n:]
+
+
+def decode_routes(config: Config, n_tokens: int) -> DecodeRoutes:
+    """A fresh streamed session's greedy decode of PROMPT, with its decode loads traced."""
     with Session.open(config, trace_routing=True) as s:
         streamer = s.streaming.streamer
 
@@ -343,8 +356,13 @@ def routing(model: Path, *, n_tokens: int, threads: int, log: Log) -> str:
 
         result = s.generate(GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
                             on_prefill=drop_prefill_loads)
-        loads = streamer.take_trace()
-        generated = list(s.kv_tokens[-result.summary.n_generated:]) if result.ok else []
+        return DecodeRoutes(result, streamer.take_trace(), list(s.kv_tokens))
+
+
+def routing(model: Path, *, n_tokens: int, threads: int, log: Log) -> str:
+    """Route figures of one greedy decode (prefill loads left out), from the streamer's trace."""
+    traced = decode_routes(_config(model, threads, n_tokens, moe_stream=True), n_tokens)
+    result, loads, generated = traced.result, traced.loads, traced.generated
     if not result.ok or not loads:
         return f"stream routing: no decode routing recorded ({result.error or 'no loads'})"
     facts = read_model_facts(model)
