@@ -13,7 +13,6 @@ from workbench.ui.settings.evaluate import REOPEN_TEXT
 from workbench.ui.settings.qt_bool_editor import QtBoolEditor
 from workbench.ui.settings.qt_choice_editor import QtChoiceEditor
 from workbench.ui.settings.qt_number_editor import QtNumberEditor
-from workbench.ui.settings.qt_rung_editor import QtRungEditor
 from workbench.ui.settings.qt_setting_row import RELOAD_NOTE
 from workbench.ui.settings.qt_settings_panel import QtSettingsPanel
 from workbench.ui.settings.qt_text_editor import QtTextEditor
@@ -35,12 +34,12 @@ def edit(panel: QtSettingsPanel, name: str, value: object) -> None:
     editor = panel.rows[name].editor
     if isinstance(editor, QtBoolEditor):
         editor.box.setChecked(bool(value))
+    elif isinstance(editor, QtNumberEditor) and editor.combo is not None:
+        editor.combo.setCurrentIndex(editor.combo.findData(value))
     elif isinstance(editor, QtNumberEditor):
-        editor.spin.setValue(float(value))  # type: ignore[arg-type]
+        editor.spin.setValue(float(value))  # type: ignore[arg-type,union-attr]
     elif isinstance(editor, QtChoiceEditor):
         editor.combo.setCurrentText(str(value))
-    elif isinstance(editor, QtRungEditor):
-        editor.combo.setCurrentIndex(editor.combo.findData(value))
     else:
         editor.line.setText(str(value))
 
@@ -53,7 +52,10 @@ def test_every_setting_gets_a_widget_of_its_type(panel):
     assert list(panel.rows) == [s.name for s in SETTINGS]
     for s in SETTINGS:
         row = panel.rows[s.name]
-        assert type(row.editor) is (QtRungEditor if s.rungs else EDITOR_FOR[s.type]), s.name
+        assert type(row.editor) is EDITOR_FOR[s.type], s.name
+        if s.numeric:  # rungs replace the spin box; they do not sit beside it
+            assert (row.editor.spin is None) == bool(s.rungs), s.name
+            assert (row.editor.combo is None) == (not s.rungs), s.name
         assert row.label.text() == s.label
         assert s.help in row.hint.text()
         assert (RELOAD_NOTE in row.hint.text()) == (s.scope == "load"), s.name

@@ -24,10 +24,13 @@ class PlotColours:
     ink: str  # a curve drawn "in black" on light (the wall time)
     grid: str  # the dashed turn boundaries
     legend: tuple[int, int, int, int]  # the legends' backdrop, RGBA
+    dim: str  # "no data" over an empty plot: secondary, yet 4.5:1 on the background
 
 
-LIGHT_PLOTS = PlotColours("#ffffff", "#444444", "#222222", "#bbbbbb", (255, 255, 255, 190))
-DARK_PLOTS = PlotColours("#1e1f22", "#c8c8c8", "#e6e6e6", "#5a5a5a", (30, 31, 34, 190))
+LIGHT_PLOTS = PlotColours("#ffffff", "#444444", "#222222", "#bbbbbb", (255, 255, 255, 190),
+                          "#757575")
+DARK_PLOTS = PlotColours("#1e1f22", "#c8c8c8", "#e6e6e6", "#5a5a5a", (30, 31, 34, 190),
+                         "#8c8c8c")
 LIGHT_INK = "#222222"  # the colour series.py gives the curve that DARK_PLOTS.ink replaces
 
 

@@ -13,6 +13,7 @@ import asyncio
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
 from workbench.bench.compare import CompareTable, RunGroup, compare_arms
+from workbench.ui.qt_text_style import SMALL_PX, dim_text
 from workbench.ui.runs.entries import LoadedRun
 from workbench.ui.runs.qt_config_diff import QtConfigDiff
 from workbench.ui.runs.qt_correlate_view import QtCorrelateView
@@ -40,7 +41,7 @@ class QtCompareView(QWidget):
         self.config_diff = QtConfigDiff()
         self.methods = QLabel()
         self.methods.setWordWrap(True)
-        self.methods.setStyleSheet("color: #555; font-size: 11px;")
+        dim_text(self.methods, pixel_size=SMALL_PX)
         summary_page = QWidget()
         column = QVBoxLayout(summary_page)
         column.addWidget(self.summary, 3)

@@ -23,6 +23,7 @@ from workbench.bench.compare import CompareTable
 from workbench.bench.matrix import MatrixResult
 from workbench.config import Config
 from workbench.engine.metrics_reader import MetricsFile, MetricsFormatError, read_metrics_csv
+from workbench.ui.qt_text_style import status_text
 from workbench.ui.runs.entries import LoadedRun, RunEntry, entry_from_csv, entry_from_run
 from workbench.ui.runs.qt_compare_view import QtCompareView
 from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog
@@ -85,7 +86,7 @@ class QtRunsPage(QWidget):
 
     def show_status(self, text: str, error: bool = False) -> None:
         self.status.setText(text)
-        self.status.setStyleSheet("color: #b00020;" if error else "color: #555;")
+        status_text(self.status, error)
 
     # ---- the list -----------------------------------------------------------------------------
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QSignalBlocker, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QWidget
 
 from workbench.config import Setting
+from workbench.ui.settings.qt_focus_wheel import QtFocusComboBox
 
 
 class QtChoiceEditor(QWidget):
@@ -16,7 +17,7 @@ class QtChoiceEditor(QWidget):
     def __init__(self, setting: Setting, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setting = setting
-        self.combo = QComboBox()
+        self.combo = QtFocusComboBox()
         self.combo.addItems(list(setting.choices))
         self.combo.currentTextChanged.connect(self.changed.emit)
         layout = QHBoxLayout(self)

@@ -23,12 +23,11 @@ from PySide6.QtWidgets import (
 
 from workbench.config import Config, ConfigError
 from workbench.presets import Preset
+from workbench.ui.qt_text_style import status_text
 from workbench.ui.settings.evaluate import changes_text
 from workbench.ui.settings.preset_store import PresetStore, config_from_preset
 from workbench.ui.tasks import Tasks
 
-_ERROR = "color: #b00020;"
-_INFO = "color: #555;"
 NO_CHANGES = "Every setting is at its default"
 
 
@@ -108,7 +107,7 @@ class QtPresetsBox(QGroupBox):
 
     def show_status(self, text: str, error: bool = False) -> None:
         self.status.setText(text)
-        self.status.setStyleSheet(_ERROR if error else _INFO)
+        status_text(self.status, error)
 
     def names(self) -> list[str]:
         return [self.list.item(i).text() for i in range(self.list.count())]

@@ -1,7 +1,7 @@
 """One setting in the panel: label, editor, one-line hint, why it is disabled, its problems.
 
-The editor is picked by the setting's declaration (its type, or its rungs; never by its name), so
-a new declaration in workbench/config.py appears in the panel without a line of UI code.
+The editor is picked by the setting's declaration (its type and rungs, never its name), so a new
+declaration in workbench/config.py appears in the panel without a line of UI code.
 """
 
 from __future__ import annotations
@@ -12,19 +12,18 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from workbench.config import Setting, format_value, requires_text, specials_text
+from workbench.ui.qt_text_style import SMALL_PX, dim_text
 from workbench.ui.settings.qt_bool_editor import QtBoolEditor
 from workbench.ui.settings.qt_choice_editor import QtChoiceEditor
 from workbench.ui.settings.qt_number_editor import QtNumberEditor
-from workbench.ui.settings.qt_rung_editor import QtRungEditor
 from workbench.ui.settings.qt_text_editor import QtTextEditor
 
-Editor = QtBoolEditor | QtChoiceEditor | QtNumberEditor | QtRungEditor | QtTextEditor
+Editor = QtBoolEditor | QtChoiceEditor | QtNumberEditor | QtTextEditor
 EDITORS: dict[str, type[Editor]] = {
     "bool": QtBoolEditor, "choice": QtChoiceEditor, "int": QtNumberEditor,
     "float": QtNumberEditor, "str": QtTextEditor,
 }
 LABEL_WIDTH = 160
-_HINT = "color: #666; font-size: 11px;"
 _REASON = "color: #8a6d00; font-size: 11px; font-style: italic;"
 _PROBLEM = "color: #b00020; font-size: 11px;"
 RELOAD_NOTE = "reopens the model"
@@ -60,11 +59,11 @@ class QtSettingRow(QWidget):
         self.label.setFixedWidth(LABEL_WIDTH)
         self.label.setWordWrap(True)  # a long label takes two lines, not a clipped one
         self.label.setToolTip(tooltip_text(setting))
-        self.editor: Editor = (QtRungEditor(setting) if setting.rungs
-                               else EDITORS[setting.type](setting))
+        self.editor: Editor = EDITORS[setting.type](setting)
         self.editor.setToolTip(tooltip_text(setting))
         self.editor.changed.connect(lambda value: self.edited.emit(setting.name, value))
-        self.hint = self._small(hint_text(setting), _HINT)
+        self.hint = self._small(hint_text(setting))
+        dim_text(self.hint, pixel_size=SMALL_PX)
         self.reason = self._small("", _REASON)
         self.problem = self._small("", _PROBLEM)
         top = QHBoxLayout()
@@ -80,10 +79,11 @@ class QtSettingRow(QWidget):
             layout.addWidget(line)
 
     @staticmethod
-    def _small(text: str, style: str) -> QLabel:
+    def _small(text: str, style: str = "") -> QLabel:
         label = QLabel(text)
         label.setWordWrap(True)
-        label.setStyleSheet(style)
+        if style:
+            label.setStyleSheet(style)
         label.setVisible(bool(text))
         return label
 

@@ -25,10 +25,10 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.config import GROUPS, SETTINGS, Config
+from workbench.ui.qt_text_style import SMALL_PX, dim_text
 from workbench.ui.settings.evaluate import REOPEN_TEXT, Evaluation, evaluate
 from workbench.ui.settings.qt_setting_row import QtSettingRow
 
-_BLURB = "color: #555; font-size: 11px;"
 _REOPEN = "color: #8a4b00; font-weight: bold;"
 
 
@@ -59,7 +59,7 @@ class QtSettingsPanel(QWidget):
             if blurbs.get(group):
                 blurb = QLabel(blurbs[group])
                 blurb.setWordWrap(True)
-                blurb.setStyleSheet(_BLURB)
+                dim_text(blurb, pixel_size=SMALL_PX)
                 inner.addWidget(blurb)
             for s in members:
                 row = QtSettingRow(s)

@@ -29,10 +29,9 @@ from workbench.moe.route_trace import RouteTrace
 from workbench.moe.routes import Phase
 from workbench.ui.cache_sizing import SizingCurves, compute_curves
 from workbench.ui.qt_replay_plot import SizingItems
+from workbench.ui.qt_text_style import SMALL_PX, dim_text
 
 NEEDS_STREAMING = "needs expert streaming (the streamer records the routing)"
-_GREY = "color: #999;"
-_SMALL = "color: #555; font-size: 11px;"
 WATCH_MS = 400
 FetchRoutes = Callable[[], Awaitable[RouteTrace | None]]
 
@@ -58,7 +57,7 @@ class QtCacheSizing(QWidget):
 
         self.message = QLabel(NEEDS_STREAMING)
         self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.message.setStyleSheet(_GREY)
+        dim_text(self.message)
         self.message.setWordWrap(True)
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("w")
@@ -69,10 +68,10 @@ class QtCacheSizing(QWidget):
         self.plot.hideButtons()
         self.items = SizingItems(self.plot)
         self.budget_label = QLabel()
-        self.budget_label.setStyleSheet(_SMALL)
+        dim_text(self.budget_label, pixel_size=SMALL_PX)
         self.budget_label.setWordWrap(True)
         self.readout = QLabel("Hover the plot to read what a budget would cost per token")
-        self.readout.setStyleSheet(_SMALL)
+        dim_text(self.readout, pixel_size=SMALL_PX)
         self.readout.setWordWrap(True)
         page = QWidget()
         column = QVBoxLayout(page)

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QLabel, QStackedLayout, QVBoxLayout, QWidget
 
 from workbench.engine.requests import ExpertActivity
 from workbench.ui.qt_flow_layout import QtFlowLayout
+from workbench.ui.qt_text_style import SMALL_PX, dim_text
 from workbench.ui.qt_theme import PlotColours, plot_colours
 from workbench.ui.telemetry.expert_activity import (
     LUT,
@@ -31,8 +32,6 @@ from workbench.ui.ui_pacer import shared_pacer
 REPAINT_MS = 200  # at most 5 frames a second: the map changes once per token at most
 MAX_REPAINT_S = 1.0  # at least one while the engine needs every core (ui_pacer.py)
 NEEDS_STREAMING = "needs expert streaming"
-_GREY = "color: #999;"
-_SMALL = "color: #555; font-size: 11px;"
 
 
 def _hex(rgb: tuple[int, ...]) -> str:
@@ -49,7 +48,7 @@ class QtExpertMap(QWidget):
 
         self.message = QLabel(NEEDS_STREAMING)
         self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.message.setStyleSheet(_GREY)
+        dim_text(self.message)
         self.message.setWordWrap(True)
 
         self.graphics = pg.GraphicsLayoutWidget()
@@ -69,10 +68,10 @@ class QtExpertMap(QWidget):
         self.graphics.setMinimumWidth(scene_min_width(self.graphics))  # the title, whole
 
         self.readout = QLabel("Hover a cell to read its layer and expert")
-        self.readout.setStyleSheet(_SMALL)
+        dim_text(self.readout, pixel_size=SMALL_PX)
         self.readout.setWordWrap(True)
         self.scale_label = QLabel()
-        self.scale_label.setStyleSheet(_SMALL)
+        dim_text(self.scale_label, pixel_size=SMALL_PX)
         self.scale_label.setWordWrap(True)
         bar = QLabel()
         bar.setFixedSize(90, 10)
@@ -81,11 +80,13 @@ class QtExpertMap(QWidget):
         bar.setStyleSheet("border: 1px solid #bbb; background: qlineargradient(x1:0, y1:0, "
                           f"x2:1, y2:0, {stops});")
         self.residency_label = QLabel()
-        self.residency_label.setStyleSheet(_SMALL)
+        dim_text(self.residency_label, pixel_size=SMALL_PX)
         self.residency_label.setWordWrap(True)
         # A flow: in one row the legend asked for 561 px, more than a dock beside the chat has.
         legend = QtFlowLayout(h_spacing=8)
-        legend.addWidget(QLabel("0", styleSheet=_SMALL))
+        self.scale_zero = QLabel("0")
+        dim_text(self.scale_zero, pixel_size=SMALL_PX)
+        legend.addWidget(self.scale_zero)
         legend.addWidget(bar)
         legend.addWidget(self.scale_label)
         legend.addWidget(self.residency_label)

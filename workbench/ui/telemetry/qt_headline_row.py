@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
 from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.qt_stable_label import QtStableLabel
+from workbench.ui.qt_text_style import SMALL_PX, dim_text
 from workbench.ui.telemetry.headline import Headline
 
 
@@ -17,10 +18,11 @@ class QtHeadlineRow(QWidget):
         super().__init__(parent)
         layout = QtFlowLayout(self, h_spacing=0)
         layout.setContentsMargins(6, 2, 6, 2)
+        self.names: dict[str, QLabel] = {}
         self.values: dict[str, QLabel] = {}
         for label, text in Headline().items():
             name = QLabel(label)
-            name.setStyleSheet("color: #777; font-size: 11px;")
+            dim_text(name, pixel_size=SMALL_PX)
             value = QtStableLabel(text)
             value.setStyleSheet("font-size: 15px; font-weight: bold;")
             value.setObjectName(f"headline_{label}")
@@ -30,6 +32,7 @@ class QtHeadlineRow(QWidget):
             col.addWidget(name)
             col.addWidget(value)
             layout.addWidget(box)
+            self.names[label] = name
             self.values[label] = value
 
     def show_headline(self, headline: Headline) -> None:

@@ -1,0 +1,115 @@
+"""Secondary text reads on both themes: every hint, readout and "nothing yet" message that used to
+be a fixed grey has at least 3:1 contrast (WCAG's floor for large or secondary text) against
+what it is drawn on, in light and in dark, and after switching between them at run time.
+
+The colours are the ones Qt paints with: the label's foreground role looked up in its palette
+(a style sheet's `color:` lands there too), composited over its background role.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
+
+from workbench.config import Config
+from workbench.ui.qt_theme import apply_theme, plot_colours
+from workbench.ui.runs.qt_runs_page import QtRunsPage
+from workbench.ui.settings.preset_store import PresetStore
+from workbench.ui.settings.qt_presets_box import QtPresetsBox
+from workbench.ui.settings.qt_settings_panel import QtSettingsPanel
+from workbench.ui.telemetry.qt_cache_sizing import QtCacheSizing
+from workbench.ui.telemetry.qt_expert_map import QtExpertMap
+from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
+from workbench.ui.ui_pacer import UiPacer
+
+MIN_CONTRAST = 3.0
+
+
+def luminance(colour: QColor) -> float:
+    def channel(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    return (0.2126 * channel(colour.redF()) + 0.7152 * channel(colour.greenF())
+            + 0.0722 * channel(colour.blueF()))
+
+
+def over(fg: QColor, bg: QColor) -> QColor:
+    """`fg` as painted on `bg` (Qt's light placeholder text is half-transparent black)."""
+    a = fg.alphaF()
+    return QColor.fromRgbF(*(a * f + (1 - a) * b for f, b in (
+        (fg.redF(), bg.redF()), (fg.greenF(), bg.greenF()), (fg.blueF(), bg.blueF()))))
+
+
+def contrast(fg: QColor, bg: QColor) -> float:
+    lighter, darker = sorted((luminance(over(fg, bg)), luminance(bg)), reverse=True)
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def text_contrast(label: QWidget) -> float:
+    palette = label.palette()
+    return contrast(palette.color(label.foregroundRole()), palette.color(label.backgroundRole()))
+
+
+async def no_store(_: Any) -> Any:
+    raise AssertionError("the widgets under test do not touch the store")
+
+
+@pytest.fixture
+def restore_theme(qapp: QApplication) -> Iterator[None]:
+    palette = QPalette(QGuiApplication.palette())
+    yield
+    qapp.setPalette(palette)
+
+
+def dim_labels(qtbot: Any) -> tuple[dict[str, QLabel], list[QWidget]]:
+    """Every label whose colour was a fixed grey, by where it is; and their widgets, which
+    qtbot holds only weakly."""
+    telemetry = QtTelemetryPanel(pacer=UiPacer(target_share=10.0))
+    expert_map = QtExpertMap()
+    sizing = QtCacheSizing()
+    settings = QtSettingsPanel(Config())
+    presets = QtPresetsBox(PresetStore(no_store), Config())
+    runs = QtRunsPage(no_store, Config())
+    for widget in (telemetry, expert_map, sizing, settings, presets, runs):
+        qtbot.addWidget(widget)
+    presets.show_status("Saved preset 'x'.")
+    runs.show_status("Compared 2 runs.")
+    labels: dict[str, QLabel] = {
+        "telemetry readout": telemetry.readout, "telemetry KV states": telemetry.kv_states,
+        "expert map message": expert_map.message, "expert map readout": expert_map.readout,
+        "expert map scale": expert_map.scale_label, "expert map zero": expert_map.scale_zero,
+        "expert map residency": expert_map.residency_label,
+        "cache sizing message": sizing.message, "cache sizing budget": sizing.budget_label,
+        "cache sizing readout": sizing.readout, "presets status": presets.status,
+        "runs status": runs.status, "compare methods": runs.compare_view.methods,
+    }
+    labels |= {f"headline {name}": label
+               for name, label in telemetry.headline_row.names.items()}
+    labels |= {f"hint {name}": row.hint for name, row in settings.rows.items()}
+    blurbs = [label for box in settings.groups.values() for label in box.findChildren(QLabel)
+              if label.parent() is box and label.wordWrap()]
+    assert blurbs
+    labels |= {f"blurb {i}": label for i, label in enumerate(blurbs)}
+    return labels, [telemetry, expert_map, sizing, settings, presets, runs]
+
+
+def test_secondary_text_reads_on_either_theme_and_follows_a_switch(qtbot, restore_theme):
+    labels, widgets = dim_labels(qtbot)
+    telemetry = widgets[0]
+    assert isinstance(telemetry, QtTelemetryPanel)
+    for theme in ("light", "dark", "light"):  # built under one, switched, switched back
+        apply_theme(theme)
+        QApplication.processEvents()
+        poor = {name: round(text_contrast(label), 2) for name, label in labels.items()
+                if text_contrast(label) < MIN_CONTRAST}
+        assert not poor, f"{theme}: {poor}"
+        # The "no data" over each empty plot, as the window recolours the plots on a switch.
+        colours = plot_colours()
+        telemetry.set_colours(colours)
+        empties = telemetry._empty_labels.values()
+        assert empties and all(contrast(item.color, QColor(colours.background)) >= MIN_CONTRAST
+                               for item in empties), theme
