@@ -8,11 +8,13 @@ be written, the file can be read); as another user it uses chmod. It skips the t
 neither works (a filesystem without that attribute). A full disk cannot be made without a
 mount, so `filling_disk` caps the store's file with SQLite's PRAGMA max_page_count: SQLite then
 fails writes with SQLITE_FULL, the same error a full disk gives it (it maps ENOSPC to it).
+`digest` is how a test sees that nothing wrote to a file it must leave alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import sqlite3
@@ -25,6 +27,10 @@ import pytest
 from workbench.store import SCHEMA_VERSION, Store
 
 PAGE = 4096
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def real_store(path: Path, conversations: int = 40, messages: int = 8) -> dict[str, int]:
@@ -52,16 +58,37 @@ def damage(path: Path, how: str) -> None:
         path.write_bytes(bytes(data))
         return
     real_store(path)
-    data = bytearray(path.read_bytes())
     if how == "truncated":
-        path.write_bytes(bytes(data[: len(data) // 2]))
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
     elif how == "corrupt middle pages":
-        pages = len(data) // PAGE
-        for page in (pages // 3, pages // 2, pages // 2 + 1):  # a few pages of the b-trees
-            data[page * PAGE:(page + 1) * PAGE] = os.urandom(PAGE)
-        path.write_bytes(bytes(data))
+        corrupt_pages(path)
     else:
         raise ValueError(how)
+
+
+def corrupt_pages(path: Path) -> None:
+    """Random bytes over a few pages in the middle of the file (of the tables' b-trees)."""
+    data = bytearray(path.read_bytes())
+    pages = len(data) // PAGE
+    for page in (pages // 3, pages // 2, pages // 2 + 1):
+        data[page * PAGE:(page + 1) * PAGE] = os.urandom(PAGE)
+    path.write_bytes(bytes(data))
+
+
+def raw_settings(path: Path, values: dict[str, object]) -> None:
+    """Write the settings column of the conversations of these titles as given, NULL and any
+    text included: what a damaged file can hold (damage to the schema page or to a cell's header
+    gets a NULL past NOT NULL), made here by lifting the constraint in the stored schema."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute("UPDATE sqlite_master SET sql = replace(sql, 'settings TEXT NOT NULL',"
+                     " 'settings TEXT') WHERE name = 'conversations'")
+        conn.commit()
+    with contextlib.closing(sqlite3.connect(path)) as conn:  # reads the schema as changed
+        for title, value in values.items():
+            conn.execute("UPDATE conversations SET settings = ? WHERE title = ?", (value, title))
+        conn.commit()
 
 
 DAMAGES = ("truncated", "random header", "text file", "corrupt middle pages")

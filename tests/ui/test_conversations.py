@@ -79,9 +79,30 @@ def test_export_and_import_round_trip(qtbot, make_window, tmp_path: Path):
     wait(qtbot, window, window.conversations.export_to(tea, "json", js))
     assert "Why is tea green?" in md.read_text() and "# Tea" in md.read_text()
     assert len(json.loads(js.read_text())["messages"]) == 2
-    new_id = wait(qtbot, window, window.conversations.import_from(js))
+    imported = wait(qtbot, window, window.conversations.import_from(js))
+    new_id = imported.conversation.id
+    assert imported.left_out == []
     assert new_id not in (tea,) and len(window.conversation_list.ids()) == 3
     wait(qtbot, window, window.conversations.open(new_id))
+    assert [w.shown.content for w in window.chat_view.messages] == [
+        "Why is tea green?", "Because of the leaves."]
+
+
+def test_an_import_with_a_bad_setting_opens_and_names_what_was_left_out(
+        qtbot, make_window, tmp_path: Path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    window = make_window(load=False)
+    tea, _ = wait(qtbot, window, window.db.call(seed))
+    js = tmp_path / "tea.json"
+    wait(qtbot, window, window.conversations.export_to(tea, "json", js))
+    doc = json.loads(js.read_text())
+    doc["settings"] = {"temperature": "very hot", "system_prompt": "Be brief."}
+    js.write_text(json.dumps(doc))
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(js), ""))
+    wait(qtbot, window, window.conversations.import_dialog())
+    assert window.notice.kind == "info" and "temperature" in window.notice.text
+    assert len(window.conversation_list.ids()) == 3
     assert [w.shown.content for w in window.chat_view.messages] == [
         "Why is tea green?", "Because of the leaves."]
 

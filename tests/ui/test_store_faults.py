@@ -3,7 +3,6 @@ banner and offers what fits; nothing of the user's is lost (real files, real SQL
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from PySide6.QtCore import Qt
 from tests.store_files import (
     DAMAGES,
     damage,
+    digest,
     filling_disk,
     newer_store,
     read_only_folder,
@@ -22,10 +22,6 @@ from workbench.ui import store_notices
 from workbench.ui.qt_app import open_window
 
 WAIT = 60_000
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture
@@ -63,7 +59,7 @@ def test_a_damaged_store_opens_the_window_and_is_kept(open_on, tmp_path: Path, h
     data = tmp_path / "data"
     data.mkdir()
     damage(data / "workbench.db", how)
-    before = _digest(data / "workbench.db")
+    before = digest(data / "workbench.db")
     window = open_on(data)
     banner = window.store_banner
     assert banner.kind == "error" and "is damaged" in banner.text
@@ -72,7 +68,7 @@ def test_a_damaged_store_opens_the_window_and_is_kept(open_on, tmp_path: Path, h
     assert not banner.close_button.isVisible()  # it stays while nothing is saved
     assert "temporary store" in window.windowTitle()
     assert window.db.temporary and window.conversation_list.ids() == []
-    assert _digest(data / "workbench.db") == before
+    assert digest(data / "workbench.db") == before
 
 
 def test_salvage_keeps_the_damaged_file_and_everything_readable(
@@ -80,7 +76,7 @@ def test_salvage_keeps_the_damaged_file_and_everything_readable(
     data = tmp_path / "data"
     data.mkdir()
     damage(data / "workbench.db", "corrupt middle pages")
-    before = _digest(data / "workbench.db")
+    before = digest(data / "workbench.db")
     window = open_on(data)
     # The user wrote something in the temporary store before choosing.
     run(window.db.call(lambda s: s.add_message(s.create_conversation("meanwhile").id, None,
@@ -92,7 +88,7 @@ def test_salvage_keeps_the_damaged_file_and_everything_readable(
     assert "What you wrote meanwhile (1 conversation, 1 message)" in text
     aside = next(p for p in data.iterdir() if ".damaged-" in p.name and p.name[-4:] != "-wal"
                  and not p.name.endswith("-shm"))
-    assert aside.name in text and _digest(aside) == before
+    assert aside.name in text and digest(aside) == before
     assert not window.db.temporary and window.windowTitle() == "Workbench"
     assert window.store_banner.close_button.isVisible()
     ids = window.conversation_list.ids()
@@ -107,13 +103,13 @@ def test_move_aside_starts_fresh_and_keeps_the_file(qtbot, open_on, tmp_path: Pa
     data = tmp_path / "data"
     data.mkdir()
     damage(data / "workbench.db", "text file")
-    before = _digest(data / "workbench.db")
+    before = digest(data / "workbench.db")
     window = open_on(data)
     _click(qtbot, window, store_notices.START_FRESH)
     qtbot.waitUntil(lambda: window.store_banner.kind == "info", timeout=WAIT)
     assert "A new, empty database is in use" in window.store_banner.text
     aside = [p for p in data.iterdir() if ".damaged-" in p.name]
-    assert len(aside) == 1 and _digest(aside[0]) == before
+    assert len(aside) == 1 and digest(aside[0]) == before
     assert (data / "workbench.db").exists() and not window.db.temporary
 
 
@@ -121,13 +117,13 @@ def test_a_newer_store_says_which_version_it_needs(open_on, tmp_path: Path):
     data = tmp_path / "data"
     data.mkdir()
     newer_store(data / "workbench.db", writer="9.1.0")
-    before = _digest(data / "workbench.db")
+    before = digest(data / "workbench.db")
     window = open_on(data)
     text = window.store_banner.text
     assert f"schema version {SCHEMA_VERSION + 1}, by workbench 9.1.0" in text
     assert "workbench 9.1.0 or newer" in text and f"up to {SCHEMA_VERSION}" in text
     assert _labels(window) == [] and window.db.temporary
-    assert _digest(data / "workbench.db") == before
+    assert digest(data / "workbench.db") == before
 
 
 def test_a_read_only_folder_runs_on_a_copy_then_saves_when_writable(
@@ -135,7 +131,7 @@ def test_a_read_only_folder_runs_on_a_copy_then_saves_when_writable(
     data = tmp_path / "data"
     data.mkdir()
     real_store(data / "workbench.db", 3, 2)
-    before = _digest(data / "workbench.db")
+    before = digest(data / "workbench.db")
     with read_only_folder(data):
         window = open_on(data)
         text = window.store_banner.text
@@ -146,7 +142,7 @@ def test_a_read_only_folder_runs_on_a_copy_then_saves_when_writable(
         _click(qtbot, window, store_notices.TRY_AGAIN)  # still read-only: said again
         qtbot.waitUntil(lambda: window.notice.kind == "error", timeout=WAIT)
         assert "cannot be written" in window.store_banner.text
-        assert _digest(data / "workbench.db") == before
+        assert digest(data / "workbench.db") == before
     _click(qtbot, window, store_notices.TRY_AGAIN)
     qtbot.waitUntil(lambda: window.store_banner.kind == "info", timeout=WAIT)
     assert "is in use again" in window.store_banner.text

@@ -154,6 +154,11 @@ def test_empty_conversation_round_trips(store: Store):
         {"id": 1, "parent": None, "role": "user"}, {"id": 1, "parent": None, "role": "user"}]},
     {"format": "workbench.conversation", "version": 1, "messages": [], "active_leaf": 3},
     {"format": "workbench.conversation", "version": 1, "messages": [{"parent": None}]},
+    {"format": "workbench.conversation", "version": 1, "messages": [], "created_at": [1]},
+    {"format": "workbench.conversation", "version": 1, "messages": [
+        {"id": 1, "parent": None, "role": "user", "created_at": {"a": 1}}]},
+    {"format": "workbench.conversation", "version": 1, "messages": [
+        {"id": 1, "parent": None, "role": "user"}], "runs": [{"message": 1, "created_at": None}]},
 ])
 def test_import_refuses_bad_documents_and_adds_nothing(store: Store, doc: dict):
     with pytest.raises(ValueError):
@@ -171,3 +176,46 @@ def test_a_clock_stepping_back_still_exports_parents_first(store: Store):
         ("q edited", None), ("q", None), ("a", 2)]
     imported = store.import_json(doc)
     assert store.export_tree(imported.id) == doc
+
+
+PIRATE = {"system_prompt": "Talk like a pirate.", "temp": 0.7, "top_p": 0.9}
+
+
+def test_export_and_import_carry_the_conversation_s_settings(store: Store, tmp_path: Path):
+    conv = _branchy(store)
+    store.set_conversation_settings(conv, PIRATE)
+    text = store.export_json(conv)
+    assert json.loads(text)["settings"] == PIRATE
+    with Store.open(tmp_path / "other.db") as other:
+        imported = other.import_document(text)
+        assert imported.left_out == []
+        assert other.conversation_settings(imported.conversation.id) == PIRATE
+        assert other.export_json(imported.conversation.id) == text
+
+
+def test_a_conversation_on_the_global_settings_exports_no_settings_key(store: Store):
+    conv = _branchy(store)
+    doc = store.export_tree(conv)
+    assert "settings" not in doc  # the document as before the key was added
+    assert store.conversation_settings(store.import_json(doc).id) == {}
+
+
+@pytest.mark.parametrize(("settings", "kept", "named"), [
+    ({"system_prompt": "Arr.", "temp": "hot", "top_p": 5.0, "model": "/x.gguf"},
+     {"system_prompt": "Arr."}, ["temp", "top_p", "model"]),
+    ({"temp": float("nan"), "seed": True, "top_k": 20}, {"top_k": 20}, ["temp", "seed"]),
+    ("be a pirate", {}, ["not an object"]),
+    (None, {}, ["not an object"]),
+])
+def test_import_leaves_out_invalid_settings_and_imports_the_rest(
+        store: Store, settings: object, kept: dict[str, object], named: list[str]):
+    conv = _branchy(store)
+    doc = store.export_tree(conv) | {"settings": settings}
+    imported = store.import_document(json.dumps(doc))  # NaN as JSON writes it
+    assert len(imported.left_out) == len(named)
+    assert all(name in line for name, line in zip(named, imported.left_out, strict=True))
+    assert all(line.endswith("left out") for line in imported.left_out)
+    new = imported.conversation.id
+    assert store.conversation_settings(new) == kept
+    assert store.export_tree(new)["messages"] == store.export_tree(conv)["messages"]
+    assert len(store.list_runs(conversation_id=new)) == 1

@@ -3,7 +3,7 @@ nothing to a damaged or newer file; a damaged one can be moved aside and salvage
 
 from __future__ import annotations
 
-import hashlib
+import json
 import sqlite3
 import stat
 import sys
@@ -14,9 +14,12 @@ import pytest
 
 from tests.store_files import (
     DAMAGES,
+    corrupt_pages,
     damage,
+    digest,
     filling_disk,
     newer_store,
+    raw_settings,
     read_only_folder,
     real_store,
 )
@@ -34,20 +37,16 @@ from workbench.store.health import sidecars
 from workbench.store.salvage import copy_rows, move_aside, salvage
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 @pytest.mark.parametrize("how", DAMAGES)
 def test_a_damaged_file_is_named_and_left_untouched(tmp_path: Path, how: str):
     path = tmp_path / "workbench.db"
     damage(path, how)
-    before = _digest(path)
+    before = digest(path)
     with pytest.raises(StoreDamaged) as caught:
         Store.open(path)
     assert caught.value.path == path and caught.value.kind == "damaged"
     assert caught.value.detail  # what is wrong, for the message
-    assert _digest(path) == before
+    assert digest(path) == before
     # Nothing wrote a journal of changes beside it either.
     wal = path.with_name(path.name + "-wal")
     assert not wal.exists() or wal.stat().st_size == 0
@@ -56,14 +55,14 @@ def test_a_damaged_file_is_named_and_left_untouched(tmp_path: Path, how: str):
 def test_a_newer_schema_says_which_version_it_needs(tmp_path: Path):
     path = tmp_path / "workbench.db"
     newer_store(path, writer="9.1.0")
-    before = _digest(path)
+    before = digest(path)
     with pytest.raises(SchemaTooNew) as caught:
         Store.open(path)
     fault = caught.value
     assert (fault.found, fault.known, fault.writer) == (SCHEMA_VERSION + 1, SCHEMA_VERSION,
                                                         "9.1.0")
     assert "9.1.0" in str(fault)
-    assert _digest(path) == before
+    assert digest(path) == before
 
 
 def test_a_newer_user_version_alone_is_seen(tmp_path: Path):
@@ -161,12 +160,12 @@ def test_move_aside_keeps_the_file_and_its_side_files(tmp_path: Path):
     damage(path, "corrupt middle pages")
     wal = path.with_name("workbench.db-wal")
     wal.write_bytes(b"wal bytes")
-    before = _digest(path)
+    before = digest(path)
     aside = move_aside(path, now=0)
     assert aside.name.startswith("workbench.db.damaged-19700101-") or aside.name.startswith(
         "workbench.db.damaged-1970")
     assert not path.exists() and not wal.exists()
-    assert _digest(aside) == before
+    assert digest(aside) == before
     assert aside.with_name(aside.name + "-wal").read_bytes() == b"wal bytes"
     again = tmp_path / "workbench.db"
     damage(again, "text file")
@@ -179,7 +178,7 @@ def test_salvage_copies_every_readable_row_from_corrupt_pages(tmp_path: Path):
     made = real_store(path)
     damage_path = tmp_path / "damaged.db"
     damage(damage_path, "corrupt middle pages")
-    before = _digest(damage_path)
+    before = digest(damage_path)
     with Store.open(tmp_path / "fresh.db") as fresh:
         report = salvage(damage_path, fresh._db, cli=None)
         assert report.method == "row by row"
@@ -197,7 +196,7 @@ def test_salvage_copies_every_readable_row_from_corrupt_pages(tmp_path: Path):
         assert sum(1 for p in shown if p) >= len(convs) - 3
         assert all(m.content.startswith("message ") for p in shown for m in p)
         assert fresh.search("lorem")  # the search index covers them
-    assert _digest(damage_path) == before  # read-only
+    assert digest(damage_path) == before  # read-only
 
 
 def test_salvage_with_the_sqlite3_command(tmp_path: Path):
@@ -293,6 +292,75 @@ def test_copy_rows_adds_only_what_a_copy_gained(tmp_path: Path):
         assert (copied.conversations, copied.messages) == (1, 1)
         assert len(real.list_conversations()) == 3
         assert real.active_path(old.id)[-1].content == "added later"
+    temp.close()
+
+
+def _pirate(i: int) -> dict[str, object]:
+    return {"system_prompt": f"Talk like pirate {i}.", "temp": 0.7, "top_p": 0.9}
+
+
+def test_salvage_keeps_each_conversation_s_own_settings(tmp_path: Path):
+    damaged = tmp_path / "damaged.db"
+    real_store(damaged)
+    with Store.open(damaged) as store:
+        for conv in store.list_conversations():
+            store.set_conversation_settings(conv.id, _pirate(int(conv.title.split()[-1])))
+    corrupt_pages(damaged)
+    with Store.open(tmp_path / "fresh.db") as fresh:
+        report = salvage(damaged, fresh._db, cli=None)
+        assert report.copied.unreadable >= 1  # damaged indeed
+        convs = [c for c in fresh.list_conversations() if c.title.startswith("conversation ")]
+        assert len(convs) >= 30
+        for conv in convs:
+            assert fresh.conversation_settings(conv.id) == _pirate(int(conv.title.split()[-1]))
+
+
+def test_salvage_keeps_a_conversation_whose_settings_cannot_be_used(tmp_path: Path):
+    """A settings value that cannot be read, or an entry that is not valid, is dropped; the
+    conversation is kept with its title, tree and the rest of its settings."""
+    damaged = tmp_path / "damaged.db"
+    real_store(damaged, 6, 2)
+    raw_settings(damaged, {
+        "conversation 0": json.dumps(_pirate(0)),
+        "conversation 1": None,
+        "conversation 2": b"\xff\xfe not text",
+        "conversation 3": "{not json",
+        "conversation 4": "[1, 2]",
+        "conversation 5": json.dumps({"system_prompt": "Arr.", "temp": "hot", "top_k": -3,
+                                      "n_ctx": 99}),
+    })
+    with Store.open(tmp_path / "fresh.db") as fresh:
+        report = salvage(damaged, fresh._db, cli=None)
+        assert (report.copied.conversations, report.copied.messages) == (6, 12)
+        assert report.copied.skipped == 0
+        by_title = {c.title: c for c in fresh.list_conversations()}
+        assert sorted(by_title) == [f"conversation {i}" for i in range(6)]
+        assert all(len(fresh.active_path(c.id)) == 2 for c in by_title.values())
+        settings = {t: fresh.conversation_settings(c.id) for t, c in by_title.items()}
+        assert settings == {"conversation 0": _pirate(0), "conversation 1": {},
+                            "conversation 2": {}, "conversation 3": {}, "conversation 4": {},
+                            "conversation 5": {"system_prompt": "Arr."}}
+
+
+def test_merging_a_temporary_store_carries_conversation_settings(tmp_path: Path):
+    """What a temporary store (a copy of a read-only file) set on a conversation the file has,
+    and on one of its own, goes back with Try again."""
+    path = tmp_path / "workbench.db"
+    real_store(path, 2, 2)
+    with Store.open(path) as real:
+        untouched = real.list_conversations()[1]
+        real.set_conversation_settings(untouched.id, _pirate(1))
+    temp = Store.open_temporary(copy_of=path)
+    kept = temp.list_conversations()[0]
+    temp.set_conversation_settings(kept.id, _pirate(0))
+    new = temp.create_conversation("new one")
+    temp.set_conversation_settings(new.id, _pirate(2))
+    with Store.open(path) as real:
+        copy_rows(temp._db, real._db, keep=temp.seeded)
+        assert real.conversation_settings(kept.id) == _pirate(0)
+        assert real.conversation_settings(untouched.id) == _pirate(1)
+        (merged,) = [c for c in real.list_conversations() if c.title == "new one"]
+        assert real.conversation_settings(merged.id) == _pirate(2)
     temp.close()
 
 

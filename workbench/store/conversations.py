@@ -1,15 +1,66 @@
-"""Conversations: create, rename, list, and delete with undo (a soft delete, purged later)."""
+"""Conversations: create, rename, list, and delete with undo (a soft delete, purged later); each
+one's own settings, and the check a settings value from a file (an import, a salvage) passes."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 import time
+from collections.abc import Mapping
+from typing import Any
 
+from workbench.config import BY_NAME, SETTINGS, range_problem, range_text, type_ok
 from workbench.store.records import Conversation, NotFound
 from workbench.store.schema import transaction
 
 CONVERSATION_COLUMNS = "id, title, created_at, updated_at, active_leaf_id, deleted_at"
+
+# The settings that are a conversation's own: the system prompt and the Sampling group, all
+# per-request (the window applies them: ui/chat/conversation_settings.py, whose KEYS is this set;
+# the store cannot import the window, so the rule is stated here, where files are read).
+SETTING_KEYS: frozenset[str] = frozenset(
+    {"system_prompt"} | {s.name for s in SETTINGS if s.group == "Sampling"})
+_KINDS = {"int": "a whole number", "float": "a number", "bool": "true or false"}
+
+
+def parsed_settings(text: object) -> dict[str, Any]:
+    """The JSON object a settings column holds; {} for anything else (another program's or a
+    damaged file's value), which the caller treats as "no settings of its own"."""
+    try:
+        value = json.loads(text)  # type: ignore[arg-type]  # a damaged file's value: anything
+    except (TypeError, ValueError, RecursionError):  # NULL, a number, not UTF-8, not JSON
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def checked_settings(value: object) -> tuple[dict[str, Any], list[str]]:
+    """The entries of an untrusted settings value that are a conversation's and valid, and one
+    line for each entry left out (what it was and why). Each entry stands alone: a bad one
+    costs only itself; the others are kept."""
+    if not isinstance(value, Mapping):
+        return {}, [f"settings {value!r:.60} are not an object of setting names; left out"]
+    own: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, item in value.items():
+        if problem := _entry_problem(key, item):
+            problems.append(f"setting {problem}; left out")
+        else:
+            own[key] = item
+    return own, problems
+
+
+def _entry_problem(key: object, item: object) -> str:
+    if key not in SETTING_KEYS:
+        return f"{key!r:.40} is not a conversation's setting"
+    s = BY_NAME[str(key)]
+    if not type_ok(s, item):
+        return f"{key} is {item!r:.40}, not {_KINDS.get(s.type, 'text')}"
+    # The range whether or not the setting is in use now: with the global settings under it,
+    # a value greedy decoding ignores here may be used, and validate() would then refuse the
+    # conversation's settings whole (ui/chat/conversation_settings.config_for).
+    if range_problem(s, item):
+        return f"{key} is {item!r:.40}, and its range is {range_text(s)}"
+    return ""
 
 
 def conversation_from_row(row: sqlite3.Row) -> Conversation:
@@ -30,6 +81,14 @@ def fetch_conversation(conn: sqlite3.Connection, conversation_id: int) -> Conver
     if row is None:
         raise NotFound(f"no conversation {conversation_id}")
     return conversation_from_row(row)
+
+
+def fetch_settings(conn: sqlite3.Connection, conversation_id: int) -> dict[str, Any]:
+    row = conn.execute("SELECT settings FROM conversations WHERE id = ?",
+                       (conversation_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no conversation {conversation_id}")
+    return parsed_settings(row["settings"])
 
 
 class ConversationOps:
@@ -57,15 +116,7 @@ class ConversationOps:
     def conversation_settings(self, conversation_id: int) -> dict[str, object]:
         """The settings the conversation was last used with ({} when it has none of its own;
         also for a value that is not a JSON object, which only another program could write)."""
-        row = self._db.execute("SELECT settings FROM conversations WHERE id = ?",
-                               (conversation_id,)).fetchone()
-        if row is None:
-            raise NotFound(f"no conversation {conversation_id}")
-        try:
-            value = json.loads(row["settings"])
-        except ValueError:
-            return {}
-        return value if isinstance(value, dict) else {}
+        return fetch_settings(self._db, conversation_id)
 
     def set_conversation_settings(self, conversation_id: int,
                                   settings: dict[str, object]) -> None:

@@ -2,7 +2,9 @@
 the JSON back as a new conversation.
 
 The JSON numbers messages 1..n within the file (parents first), so exporting an imported
-conversation gives the same document although the database ids are new.
+conversation gives the same document although the database ids are new. Keys added to format
+version 1 since are optional, and a reader that does not know them passes over them: a message's
+`images`, the conversation's own `settings` (system prompt and sampler, by setting name).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from workbench.store.conversations import fetch_conversation
+from workbench.store.conversations import checked_settings, fetch_conversation, fetch_settings
 from workbench.store.images import (
     StoredImage,
     images_from_json,
@@ -24,7 +26,7 @@ from workbench.store.images import (
 )
 from workbench.store.message_stats import MessageStats
 from workbench.store.messages import active_path, all_messages, check_words, insert_message
-from workbench.store.records import Conversation, JsonDict, Message
+from workbench.store.records import Conversation, Imported, JsonDict, Message
 from workbench.store.runs import insert_run
 from workbench.store.schema import transaction
 from workbench.store.stats_line import format_stats_line
@@ -111,36 +113,56 @@ class ExportOps:
             for k in _RUN_KEYS:
                 d[k] = json.loads(r[k]) if k in ("model", "settings", "info", "summary") else r[k]
             out_runs.append(d)
-        return {
+        doc: JsonDict = {
             "format": FORMAT,
             "version": FORMAT_VERSION,
             "title": conv.title,
             "created_at": conv.created_at,
             "active_leaf": local.get(conv.active_leaf_id),  # type: ignore[arg-type]
-            "messages": out_messages,
-            "runs": out_runs,
         }
+        # None of its own (it follows the global settings): no key, the document as before.
+        if settings := fetch_settings(self._db, conversation_id):
+            doc["settings"] = settings
+        return doc | {"messages": out_messages, "runs": out_runs}
 
     def export_json(self, conversation_id: int) -> str:
         return json.dumps(self.export_tree(conversation_id), ensure_ascii=False, indent=2) + "\n"
 
     def import_json(self, document: str | Mapping[str, Any]) -> Conversation:
-        """Add the exported conversation as a new one (new ids) and return it.
+        """Add the exported conversation as a new one (new ids) and return it; see
+        import_document, which also says what was left out."""
+        return self.import_document(document).conversation
+
+    def import_document(self, document: str | Mapping[str, Any]) -> Imported:
+        """Add the exported conversation as a new one (new ids).
 
         Raises ValueError for a document that is not a conversation export. A message that was
-        streaming when exported comes back "interrupted".
+        streaming when exported comes back "interrupted". A conversation setting that is not
+        valid is left out (and named in `left_out`): the conversation follows the global
+        setting there, and everything else is imported.
         """
+        try:
+            return self._import(document)
+        except (TypeError, AttributeError) as exc:
+            # A field of the wrong type deep in the document (a list where a number belongs):
+            # the same refusal as any other malformed export, and the transaction added nothing.
+            raise ValueError(f"a field has the wrong type ({exc})") from exc
+
+    def _import(self, document: str | Mapping[str, Any]) -> Imported:
         doc = json.loads(document) if isinstance(document, str) else dict(document)
         if doc.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} document")
         if not isinstance(doc.get("version"), int) or doc["version"] > FORMAT_VERSION:
             raise ValueError(f"unsupported {FORMAT} version {doc.get('version')!r}")
         messages = doc.get("messages") or []
+        settings, left_out = checked_settings(doc.get("settings", {}))
         now = time.time()
         with transaction(self._db):
             cur = self._db.execute(
-                "INSERT INTO conversations (title, created_at, updated_at) VALUES (?, ?, ?)",
-                (str(doc.get("title", "")), float(doc.get("created_at", now)), now),
+                "INSERT INTO conversations (title, created_at, updated_at, settings)"
+                " VALUES (?, ?, ?, ?)",
+                (str(doc.get("title", "")), float(doc.get("created_at", now)), now,
+                 json.dumps(settings, sort_keys=True)),
             )
             conversation_id = int(cur.lastrowid or 0)
             ids: dict[int, int] = {}
@@ -159,7 +181,7 @@ class ExportOps:
                     raise ValueError(f"active_leaf {leaf!r} is not a message")
                 self._db.execute("UPDATE conversations SET active_leaf_id = ? WHERE id = ?",
                                  (ids[leaf], conversation_id))
-            return fetch_conversation(self._db, conversation_id)
+            return Imported(fetch_conversation(self._db, conversation_id), left_out)
 
     def _import_message(self, conversation_id: int, m: Mapping[str, Any],
                         ids: dict[int, int]) -> int:

@@ -34,6 +34,14 @@ class Conversation:
 
 
 @dataclass(slots=True)
+class Imported:
+    """A conversation added from an export file, and what of the file was refused."""
+
+    conversation: Conversation
+    left_out: list[str] = field(default_factory=list)  # one line each: what, and why
+
+
+@dataclass(slots=True)
 class Message:
     id: int
     conversation_id: int

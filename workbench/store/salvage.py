@@ -8,7 +8,8 @@ past pages it cannot read; then `copy_rows` adds what it read to the fresh store
 and every reference (parents, active leaves, runs, a message's run) mapped, a message whose
 conversation was lost under a "Recovered messages" conversation and one whose parent was lost as
 a root, so no readable text is dropped. `copy_rows` also merges a temporary store into the real
-one. Qt-free; runs on the window's database worker.
+one. What differs from table to table (references, new ids, defaults) is declared once, in
+`_TABLES`; one loop copies every table. Qt-free; runs on the window's database worker.
 """
 
 from __future__ import annotations
@@ -20,17 +21,20 @@ import shutil
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
+from workbench.store.conversations import checked_settings, parsed_settings
 from workbench.store.health import read_only, sidecars
 from workbench.store.schema import transaction
 
 RECOVER_TIMEOUT_S = 600
 _BATCH = 256
 _MAX_ROWID = 1 << 62
-_TOKEN_KEY = ("turn", "step")
+
+Row = dict[str, object]
 
 
 @dataclass
@@ -171,8 +175,7 @@ def _tables(conn: sqlite3.Connection) -> dict[str, list[str]]:
     try:
         names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         return {n: [r[1] for r in conn.execute(f"PRAGMA table_info({n})")] for n in names
-                if n in ("conversations", "messages", "runs", "run_tokens", "presets", "images",
-                         "message_images")}
+                if n in _BY_NAME}
     except sqlite3.Error:
         return {}
 
@@ -249,11 +252,12 @@ def _next_readable(conn: sqlite3.Connection, table: str, after: int) -> int | No
     return best
 
 
-def _token_rows(conn: sqlite3.Connection, run_id: int, copied: Copied
-                ) -> list[sqlite3.Row]:
+def _rows_within(conn: sqlite3.Connection, table: _Table, target: object, copied: Copied
+                 ) -> list[sqlite3.Row]:
+    """The table's rows that refer to `target` through its `within` column, in key order."""
     try:
-        return conn.execute("SELECT * FROM run_tokens WHERE run_id = ? ORDER BY turn, step",
-                            (run_id,)).fetchall()
+        return conn.execute(f"SELECT * FROM {table.name} WHERE {table.within} = ?"
+                            f" ORDER BY {', '.join(table.key)}", (target,)).fetchall()
     except sqlite3.Error:
         copied.unreadable += 1
         return []
@@ -262,9 +266,122 @@ def _token_rows(conn: sqlite3.Connection, run_id: int, copied: Copied
 # ---- writing into the store ---------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Ref:
+    """A column holding the key of another table's row, mapped to the key that row got here.
+
+    lost: what becomes of a row whose target was not copied (unreadable, refused):
+    "null" keeps the row without the reference; "drop" leaves the row out; "home" puts it under
+    a "Recovered messages" conversation, so no readable text is dropped; "pull" reads the target
+    by its key and inserts it with the row (a target that cannot be read refuses the row); "leaf"
+    sets the reference once every message is in (it points at rows copied later), or, lost,
+    the conversation's newest leaf (else it would open on nothing)."""
+
+    column: str
+    table: str
+    lost: Literal["null", "drop", "home", "pull", "leaf"] = "null"
+
+
+@dataclass(frozen=True)
+class _Table:
+    """How copy_rows copies one table: what differs from table to table."""
+
+    name: str
+    count: str | None = None  # the Copied field its added rows count in
+    ids: bool = False  # referred to by rowid: rows get new ids, except those `keep` names
+    drop: tuple[str, ...] = ()  # columns not copied
+    refs: tuple[_Ref, ...] = ()
+    # No rowid to walk (WITHOUT ROWID): rows are read per copied target of this column's ref.
+    within: str | None = None
+    # Its own key: the order `within` reads rows in and how the rows a kept target already has
+    # are known; or the column a "pull" finds it by.
+    key: tuple[str, ...] = ()
+    fix: Callable[[Row, float], bool] | None = None  # values the store needs; False: refused
+    # Columns a kept row takes from src (fixed first): what a temporary store that started as a
+    # copy of the file changed in a row the file already has.
+    merge: tuple[str, ...] = ()
+    verb: str = "INSERT"
+    upsert: str = ""  # an ON CONFLICT clause: a row merged into one already there
+
+
+# The values the schema needs that a damaged or an older file may lack: setdefault where an older
+# file has no such column (a NULL in one it has is refused, as the schema refuses it).
+def _fix_conversation(row: Row, now: float) -> bool:
+    row.setdefault("created_at", now)
+    row.setdefault("updated_at", row["created_at"])
+    if "settings" in row:
+        # A settings value that cannot be read (NULL, not JSON, not an object) is dropped, and so
+        # is each entry that is not valid: the conversation then follows the global settings
+        # for those, but it is kept, with its title and tree (a NULL would refuse the row).
+        own, _ = checked_settings(parsed_settings(row["settings"]))
+        row["settings"] = json.dumps(own, sort_keys=True)
+    return True
+
+
+def _fix_message(row: Row, now: float) -> bool:
+    if row.get("status") == "streaming":
+        row["status"] = "interrupted"  # its writer is not this store
+    for text in ("content", "reasoning", "error"):
+        if row.get(text) is None and text in row:
+            row[text] = ""
+    row.setdefault("created_at", now)
+    return True
+
+
+def _fix_image(row: Row, now: float) -> bool:
+    # An image whose bytes cannot be read is left off its message rather than shown broken.
+    if row.get("data") is None:
+        return False
+    row["name"] = row.get("name") or ""
+    row["created_at"] = row.get("created_at") or now
+    return True
+
+
+def _fix_attachment(row: Row, now: float) -> bool:
+    row["name"] = row.get("name") or ""
+    return True
+
+
+def _fix_preset(row: Row, now: float) -> bool:
+    if row.get("name") is None:  # SQLite lets a NULL into a TEXT primary key
+        return False
+    row.setdefault("updated_at", now)
+    row["settings"] = row.get("settings") or "{}"
+    return True
+
+
+# In dependency order: a table's targets are copied before it (a "leaf" ref's are not: it is
+# set afterwards).
+_TABLES: tuple[_Table, ...] = (
+    _Table("conversations", count="conversations", ids=True, drop=("id",),
+           refs=(_Ref("active_leaf_id", "messages", "leaf"),), fix=_fix_conversation,
+           merge=("settings",)),  # the settings an answer on the temporary store ran with
+    _Table("messages", count="messages", ids=True, drop=("id", "owner"),
+           refs=(_Ref("conversation_id", "conversations", "home"),
+                 _Ref("parent_id", "messages")),  # a lost parent: the message is a root
+           fix=_fix_message),
+    # Only pulled in by the attachments of copied messages: bytes nothing shows are not kept.
+    _Table("images", key=("sha256",), fix=_fix_image, verb="INSERT OR IGNORE"),
+    _Table("message_images", refs=(_Ref("message_id", "messages", "drop"),
+                                   _Ref("sha256", "images", "pull")),
+           fix=_fix_attachment, verb="INSERT OR IGNORE"),
+    _Table("runs", count="runs", ids=True, drop=("id",), refs=(_Ref("message_id", "messages"),)),
+    _Table("run_tokens", count="token_rows", refs=(_Ref("run_id", "runs", "drop"),),
+           within="run_id", key=("turn", "step")),
+    # The newer of two presets of one name wins.
+    _Table("presets", count="presets", fix=_fix_preset,
+           upsert=" ON CONFLICT(name) DO UPDATE SET settings = excluded.settings,"
+                  " updated_at = excluded.updated_at"
+                  " WHERE excluded.updated_at > presets.updated_at"),
+)
+_BY_NAME = {t.name: t for t in _TABLES}
+_PULLED = {ref.table for t in _TABLES for ref in t.refs if ref.lost == "pull"}
+
+
 def copy_rows(src: sqlite3.Connection, dst: sqlite3.Connection,
               keep: dict[str, int] | None = None) -> Copied:
-    """Add src's conversations, messages, runs, token rows and presets to the store `dst`.
+    """Add src's conversations, messages, images, runs, token rows and presets to the store
+    `dst`.
 
     keep: per table, ids up to which src's rows are already in dst under the same id (a
     temporary store started as a copy of dst's file): those are not added again, and rows
@@ -272,177 +389,157 @@ def copy_rows(src: sqlite3.Connection, dst: sqlite3.Connection,
     """
     keep = keep or {}
     copied = Copied()
-    src_tables = _tables(src)
+    src_columns = _tables(src)
     dst_columns = _tables(dst)
-    conv_ids: dict[int, int] = {}
-    message_ids: dict[int, int] = {}
-    run_ids: dict[int, int] = {}
-    leaves: dict[int, int | None] = {}
+    ids: dict[str, dict[object, int]] = {t.name: {} for t in _TABLES if t.ids}
+    leaves: list[tuple[_Table, _Ref, int, object]] = []  # (table, ref, new rowid, old target)
     lost_home: list[int] = []  # the "Recovered messages" conversation, made when needed
     now = time.time()
 
     def kept(table: str, old: object) -> bool:
         return isinstance(old, int) and old <= keep.get(table, 0)
 
-    def insert(table: str, row: dict[str, object]) -> int | None:
-        names = [n for n in row if n in dst_columns[table]]
+    def pull(ref: _Ref, value: object) -> tuple[_Table, Row] | None:
+        target = _BY_NAME[ref.table]
+        try:
+            r = src.execute(f"SELECT * FROM {target.name} WHERE {target.key[0]} = ?",
+                            (value,)).fetchone()
+        except sqlite3.Error:
+            r = None
+        if r is None:
+            return None
+        row = _row(r, src_columns[target.name], drop=target.drop)
+        if target.fix is not None and not target.fix(row, now):
+            return None
+        return target, row
+
+    def home() -> int | None:
+        if not lost_home:
+            made = add(_BY_NAME["conversations"], {"title": "Recovered messages",
+                                                   "created_at": now, "updated_at": now})
+            if made is None:
+                return None
+            lost_home.append(made)
+        return lost_home[0]
+
+    def add(table: _Table, row: Row) -> int | None:
+        """Insert one row, its references mapped; its new rowid, None when it was left out."""
+        first: list[tuple[_Table, Row]] = []  # pulled targets, inserted with it or not at all
+        later: list[tuple[_Ref, object]] = []
+        for ref in table.refs:
+            value = row.get(ref.column)
+            if ref.lost == "leaf":
+                row.pop(ref.column, None)
+                later.append((ref, value))
+                continue
+            if ref.lost == "pull":
+                if not isinstance(value, str):  # a garbled key refers to nothing
+                    return None
+                target = pull(ref, value)
+                if target is None:
+                    copied.skipped += 1
+                    return None
+                first.append(target)
+                continue
+            mapped = ids[ref.table].get(value)
+            if mapped is None and ref.lost == "drop":
+                return None
+            if mapped is None and ref.lost == "home":
+                mapped = home()
+                if mapped is None:
+                    return None
+            row[ref.column] = mapped
+        if table.fix is not None and not table.fix(row, now):
+            copied.skipped += 1
+            return None
         try:
             with _savepoint(dst):
-                cur = dst.execute(f"INSERT INTO {table} ({', '.join(names)}) VALUES"
-                                  f" ({', '.join('?' * len(names))})", [row[n] for n in names])
+                for target, target_row in first:
+                    _insert(dst, target, target_row, dst_columns[target.name])
+                cur = _insert(dst, table, row, dst_columns[table.name])
         except sqlite3.Error:
             copied.skipped += 1
             return None
-        return int(cur.lastrowid or 0)
+        if table.count is not None:
+            setattr(copied, table.count, getattr(copied, table.count) + cur.rowcount)
+        new = int(cur.lastrowid or 0)
+        leaves.extend((table, ref, new, value) for ref, value in later)
+        return new
+
+    def rows(table: _Table) -> Iterator[sqlite3.Row]:
+        if table.within is None:
+            yield from readable_rows(src, table.name, copied)
+            return
+        owner = next(ref.table for ref in table.refs if ref.column == table.within)
+        for old, new in ids[owner].items():
+            have: set[tuple[object, ...]] = set()
+            if kept(owner, old):
+                # A kept target (a run) may have gained rows meanwhile: add those it lacks.
+                have = {tuple(x) for x in dst.execute(
+                    f"SELECT {', '.join(table.key)} FROM {table.name}"
+                    f" WHERE {table.within} = ?", (new,))}
+            for r in _rows_within(src, table, old, copied):
+                if tuple(_get(r, k) for k in table.key) not in have:
+                    yield r
 
     with transaction(dst):
-        if "conversations" in src_tables:
-            for r in readable_rows(src, "conversations", copied):
-                old = r["_rowid"]
-                if kept("conversations", old):
-                    conv_ids[old] = old
+        for table in _TABLES:
+            needs = {table.name} | {ref.table for ref in table.refs if ref.lost == "pull"}
+            if table.name in _PULLED or not all(t in src_columns and t in dst_columns
+                                                for t in needs):
+                continue
+            for r in rows(table):
+                row = _row(r, src_columns[table.name], drop=table.drop)
+                if not table.ids:
+                    add(table, row)
                     continue
-                row = _row(r, src_tables["conversations"], drop=("id", "active_leaf_id"))
-                row.setdefault("created_at", now)
-                row.setdefault("updated_at", row["created_at"])
-                new = insert("conversations", row)
-                if new is not None:
-                    conv_ids[old] = new
-                    leaves[new] = _get(r, "active_leaf_id")
-                    copied.conversations += 1
-
-        if "messages" in src_tables:
-            for r in readable_rows(src, "messages", copied):
                 old = r["_rowid"]
-                if kept("messages", old):
-                    message_ids[old] = old
+                if kept(table.name, old):
+                    ids[table.name][old] = old
+                    _merge_kept(dst, table, row, old, dst_columns[table.name], now)
                     continue
-                row = _row(r, src_tables["messages"], drop=("id", "owner"))
-                conv = conv_ids.get(_get(r, "conversation_id"))  # type: ignore[arg-type]
-                if conv is None:
-                    if not lost_home:
-                        made = insert("conversations", {"title": "Recovered messages",
-                                                        "created_at": now, "updated_at": now})
-                        if made is None:
-                            continue
-                        lost_home.append(made)
-                        leaves[made] = None
-                        copied.conversations += 1
-                    conv = lost_home[0]
-                row["conversation_id"] = conv
-                parent = _get(r, "parent_id")
-                row["parent_id"] = message_ids.get(parent) if parent is not None else None
-                if row.get("status") == "streaming":
-                    row["status"] = "interrupted"  # its writer is not this store
-                for text in ("content", "reasoning", "error"):
-                    if row.get(text) is None and text in row:
-                        row[text] = ""
-                row.setdefault("created_at", now)
-                new = insert("messages", row)
-                if new is not None:
-                    message_ids[old] = new
-                    copied.messages += 1
-
-        if "images" in src_tables and "message_images" in src_tables and "images" in dst_columns:
-            _copy_images(src, dst, message_ids, copied)
-
-        if "runs" in src_tables:
-            for r in readable_rows(src, "runs", copied):
-                old = r["_rowid"]
-                if kept("runs", old):
-                    run_ids[old] = old
-                    continue
-                row = _row(r, src_tables["runs"], drop=("id",))
-                mid = row.get("message_id")
-                row["message_id"] = message_ids.get(mid) if mid is not None else None
-                new = insert("runs", row)
-                if new is not None:
-                    run_ids[old] = new
-                    copied.runs += 1
-
-        if "run_tokens" in src_tables:
-            for old, new in run_ids.items():
-                if kept("runs", old):
-                    # A kept run may have gained rows meanwhile: add those it lacks.
-                    have = {tuple(x) for x in dst.execute(
-                        "SELECT turn, step FROM run_tokens WHERE run_id = ?", (new,))}
-                else:
-                    have = set()
-                for r in _token_rows(src, old, copied):
-                    row = _row(r, src_tables["run_tokens"], drop=())
-                    if tuple(row.get(k) for k in _TOKEN_KEY) in have:
-                        continue
-                    row["run_id"] = new
-                    if insert("run_tokens", row) is not None:
-                        copied.token_rows += 1
+                made = add(table, row)
+                if made is not None:
+                    ids[table.name][old] = made
 
         # References that could only be mapped once everything was in.
-        for old, new in message_ids.items():
+        for old, new in ids["messages"].items():
             if old == new and kept("messages", old):
                 continue
-            _remap_stats_run(dst, new, run_ids)
-        for conv, old_leaf in leaves.items():
-            leaf = message_ids.get(old_leaf) if old_leaf is not None else None
+            _remap_stats_run(dst, new, ids["runs"])
+        for table, ref, row_id, old in leaves:
+            leaf = ids[ref.table].get(old) if old is not None else None
             if leaf is None:
-                leaf = _newest_leaf(dst, conv)
-            dst.execute("UPDATE conversations SET active_leaf_id = ? WHERE id = ?", (leaf, conv))
+                leaf = _newest_leaf(dst, row_id)
+            dst.execute(f"UPDATE {table.name} SET {ref.column} = ? WHERE id = ?", (leaf, row_id))
         # Messages added under a kept conversation: it shows the newest of them.
-        for conv in {c for c in conv_ids.values() if kept("conversations", c)}:
+        for conv in {c for c in ids["conversations"].values() if kept("conversations", c)}:
             newest = dst.execute("SELECT MAX(id) FROM messages WHERE conversation_id = ?",
                                  (conv,)).fetchone()[0]
             if newest is not None and newest > keep.get("messages", 0):
                 dst.execute("UPDATE conversations SET active_leaf_id = ?, updated_at = ?"
                             " WHERE id = ?", (_newest_leaf(dst, conv), now, conv))
-
-        if "presets" in src_tables:
-            for r in readable_rows(src, "presets", copied):
-                row = _row(r, src_tables["presets"], drop=())
-                if row.get("name") is None:
-                    copied.skipped += 1
-                    continue
-                row.setdefault("updated_at", now)
-                try:
-                    with _savepoint(dst):
-                        cur = dst.execute(
-                            "INSERT INTO presets (name, settings, updated_at) VALUES (?, ?, ?)"
-                            " ON CONFLICT(name) DO UPDATE SET settings = excluded.settings,"
-                            " updated_at = excluded.updated_at"
-                            " WHERE excluded.updated_at > presets.updated_at",
-                            (row["name"], row.get("settings") or "{}", row["updated_at"]))
-                except sqlite3.Error:
-                    copied.skipped += 1
-                    continue
-                copied.presets += cur.rowcount
     return copied
 
 
-def _copy_images(src: sqlite3.Connection, dst: sqlite3.Connection, message_ids: dict[int, int],
-                 copied: Copied) -> None:
-    """The readable attachments of the copied messages, and the bytes they refer to (an image
-    whose bytes cannot be read is left off its message rather than shown broken)."""
-    for r in readable_rows(src, "message_images", copied):
-        message = message_ids.get(_get(r, "message_id"))  # type: ignore[arg-type]
-        sha = _get(r, "sha256")
-        if message is None or not isinstance(sha, str):
-            continue
-        try:
-            data = src.execute("SELECT data, name, created_at FROM images WHERE sha256 = ?",
-                               (sha,)).fetchone()
-        except sqlite3.Error:
-            data = None
-        if data is None or data["data"] is None:
-            copied.skipped += 1
-            continue
-        try:
-            with _savepoint(dst):
-                dst.execute("INSERT OR IGNORE INTO images (sha256, data, name, created_at)"
-                            " VALUES (?, ?, ?, ?)", (sha, data["data"], data["name"] or "",
-                                                     data["created_at"] or time.time()))
-                dst.execute("INSERT OR IGNORE INTO message_images (message_id, position,"
-                            " sha256, name) VALUES (?, ?, ?, ?)",
-                            (message, _get(r, "position"), sha, _get(r, "name") or ""))
-        except sqlite3.Error:
-            copied.skipped += 1
+def _merge_kept(dst: sqlite3.Connection, table: _Table, row: Row, row_id: int,
+                columns: list[str], now: float) -> None:
+    """Set a kept row's `merge` columns to src's values. The temporary store's value wins: it
+    is what the window showed and ran with last (this window could not write the file
+    meanwhile)."""
+    names = [n for n in table.merge if n in row and n in columns]
+    if not names or (table.fix is not None and not table.fix(row, now)):
+        return
+    dst.execute(f"UPDATE {table.name} SET {', '.join(f'{n} = ?' for n in names)}"
+                " WHERE rowid = ?", [*(row[n] for n in names), row_id])
+
+
+def _insert(dst: sqlite3.Connection, table: _Table, row: Row, columns: list[str]
+            ) -> sqlite3.Cursor:
+    names = [n for n in row if n in columns]  # a newer file's columns have no place here
+    return dst.execute(f"{table.verb} INTO {table.name} ({', '.join(names)}) VALUES"
+                       f" ({', '.join('?' * len(names))}){table.upsert}",
+                       [row[n] for n in names])
 
 
 def _get(r: sqlite3.Row, name: str) -> object:

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 from qasync import asyncWrap
 
 from workbench.atomic_write import write_text_atomic
+from workbench.store import Imported
 from workbench.ui.conversations.qt_conversation_list import QtConversationList
 from workbench.ui.db_worker import AsyncStore
 from workbench.ui.qt_notice_bar import QtNoticeBar
@@ -89,11 +90,11 @@ class ConversationsController:
         # Whole or not at all: a full disk keeps an earlier export of that name intact.
         await asyncio.get_running_loop().run_in_executor(None, write_text_atomic, path, text)
 
-    async def import_from(self, path: Path) -> int:
+    async def import_from(self, path: Path) -> Imported:
         text = await asyncio.get_running_loop().run_in_executor(None, path.read_text, "utf-8")
-        conv = await self.db.call(lambda s: s.import_json(text))
+        imported = await self.db.call(lambda s: s.import_document(text))
         await self.refresh()
-        return conv.id
+        return imported
 
     async def export_dialog(self, conversation_id: int, fmt: str) -> None:
         conv = await self.db.call(lambda s: s.get_conversation(conversation_id))
@@ -115,12 +116,16 @@ class ConversationsController:
         if not path:
             return
         try:
-            cid = await self.import_from(Path(path))
+            imported = await self.import_from(Path(path))
         except (OSError, ValueError, KeyError) as exc:
             self.notice.show_error(f"Could not import {Path(path).name}: {exc}. Pick a JSON file "
                                    "exported by the workbench.")
             return
-        await self.open(cid)
+        await self.open(imported.conversation.id)
+        if imported.left_out:
+            self.notice.show_info(
+                f"Imported {Path(path).name}, but left out conversation settings that are not "
+                f"valid ({'; '.join(imported.left_out)}); the global settings apply there.")
 
 
 def _safe_name(title: str) -> str:
