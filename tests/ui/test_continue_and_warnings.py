@@ -89,8 +89,36 @@ def test_continue_is_offered_only_for_an_answer_cut_short(qtbot):
     assert not offered(stats=MessageStats(stop_reason="eos"))
     assert not offered(status="error", stats=MessageStats(stop_reason="error"))
     assert not offered(status="stopped", content="")  # stopped before a word: nothing to go on
-    assert not offered(status="stopped", reasoning="hmm")  # the raw text is not kept
     assert not offered(role="user", status="stopped")
+    # With reasoning too: cut in it (no answer text yet), or after it.
+    assert offered(status="stopped", content="", reasoning="hmm",
+                   stats=MessageStats(stop_reason="stopped"))
+    assert offered(content="", reasoning="hmm", stats=MessageStats(stop_reason="length"))
+    assert offered(reasoning="hmm", stats=MessageStats(stop_reason="length"))
+    assert not offered(reasoning="hmm", stats=MessageStats(stop_reason="eos"))
+
+
+def test_continue_offered_on_an_answer_cut_in_its_reasoning_goes_on_there(qtbot, make_window,
+                                                                         model_config):
+    from workbench.paths import llama_templates_dir
+
+    # The R1 template opens <think> in the prompt: the base model's answer is all reasoning.
+    template = llama_templates_dir() / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
+    window = make_window(model_config.replace(chat_template_file=str(template)))
+    window.composer.think.setChecked(True)
+    send(qtbot, window, STORY)
+    answer = window.chat_view.messages[-1]
+    assert answer.shown.stats.stop_reason == "length"
+    thought = answer.shown.reasoning
+    assert thought and answer.shown.content == ""
+    continue_(qtbot, window, answer)
+    grown = window.chat_view.messages[-1]
+    assert grown.shown.id == answer.shown.id
+    assert grown.shown.reasoning.startswith(thought) and len(grown.shown.reasoning) > len(thought)
+    assert grown.shown.content == ""
+    _user, stored = stored_path(window)
+    assert (stored.reasoning, stored.content) == (grown.shown.reasoning, "")
+    assert stored.stats.n_think == 32  # both runs' thinking
 
 
 def test_the_expert_cache_cliff_warning_appears_in_the_window(qtbot, make_window, model_config,
@@ -108,3 +136,24 @@ def test_no_warning_with_a_cache_that_fits(qtbot, make_window, model_config, tin
                                               moe_stream=True, cache_mb=64))
     assert window.chat.model is not None
     assert "expert demand" not in window.notice.text
+
+
+def test_a_continue_the_engine_refuses_leaves_the_answer_as_it_was(qtbot, make_window,
+                                                                   model_config):
+    from workbench.paths import llama_templates_dir
+
+    template = llama_templates_dir() / "openai-gpt-oss-120b.jinja"  # a channel format
+    window = make_window(model_config.replace(chat_template_file=str(template)))
+    send(qtbot, window, STORY)
+    answer = window.chat_view.messages[-1]
+    assert answer.shown.stats.stop_reason == "length" and answer.shown.content
+    # As if the model had reasoned in its analysis channel (the base model never does).
+    window.chat.path[-1].reasoning = "The user wants a story."
+    before = window.chat.path[-1]
+    continue_(qtbot, window, answer)
+    assert "cannot be continued" in window.notice.text
+    _user, stored = stored_path(window)
+    assert (stored.status, stored.error) == (before.status, before.error) == ("complete", "")
+    assert (stored.content, stored.reasoning) == (before.content, "The user wants a story.")
+    assert stored.stats.stop_reason == "length"
+    assert window.chat_view.messages[-1].continue_button.isVisible()

@@ -10,11 +10,13 @@ from hypothesis import strategies as st
 
 from workbench.engine.chat import formats as F
 from workbench.engine.chat.reasoning import (
+    ContinueError,
     ReasoningDelta,
     ReasoningParser,
     detect_reasoning_format,
     parser_for_prompt,
     prompt_opens_reasoning,
+    reasoning_continuation,
 )
 from workbench.engine.chat.template import ChatTemplate
 from workbench.paths import llama_templates_dir
@@ -270,3 +272,33 @@ def test_parser_for_prompt_starts_inside_a_span_the_prompt_opened() -> None:
     off = parser_for_prompt(fmt, off_prompt)
     off.feed("Hello!")
     assert (off.finish().answer, off.in_reasoning) == ("Hello!", False)
+
+
+@pytest.mark.parametrize("fmt", [f for f in F.ALL_FORMATS if not f.reentrant],
+                         ids=lambda f: f.name)
+@pytest.mark.parametrize("answer", ["", "Red, green and blue."])
+def test_a_continued_reasoning_answer_parses_back_to_what_was_stored(
+    fmt: F.ReasoningFormat, answer: str
+) -> None:
+    reasoning = "The user asks for colours.\n\nThree will do."
+    for opened in (False, True):
+        if not opened and not fmt.opens:
+            continue  # only a prompt can open this format's span (Apriel 1.5 starts open)
+        pieces = reasoning_continuation(fmt, reasoning, answer, opened=opened)
+        parser = ReasoningParser(fmt, starts_in_reasoning=opened)
+        for text, _ in pieces:
+            parser.feed(text)
+        # Fed the rebuilt stream, the parser is where the cut left it: still in the reasoning
+        # when there was no answer text, else in the answer.
+        assert parser.in_reasoning == (answer == "")
+        end = parser.finish()
+        assert (end.reasoning, end.answer) == (reasoning, answer)
+        assert [t for t, marker in pieces if marker] == (
+            ([] if opened else [fmt.opens[0]]) + ([fmt.closes[0]] if answer else []))
+
+
+@pytest.mark.parametrize("fmt", [f for f in F.ALL_FORMATS if f.reentrant] + [F.PLAIN],
+                         ids=lambda f: f.name)
+def test_reasoning_that_cannot_be_rebuilt_is_refused(fmt: F.ReasoningFormat) -> None:
+    with pytest.raises(ContinueError):
+        reasoning_continuation(fmt, "Thinking.", "Hi.", opened=False)

@@ -9,6 +9,7 @@ from workbench.engine.chat.reasoning import (
     ReasoningParser,
     detect_reasoning_format,
     parser_for_prompt,
+    reasoning_continuation,
 )
 from workbench.engine.chat.template import ChatTemplate, TemplateError
 from workbench.engine.chat.think import ThinkControl, no_think_prefill
@@ -131,17 +132,27 @@ class PromptBuilder:
                 "picker to show them to it)")
         return prompt
 
-    def extend(self, prompt: Prompt, answer_so_far: str) -> None:
+    def extend(self, prompt: Prompt, answer_so_far: str, reasoning_so_far: str = "") -> None:
         """Continue: the prompt goes on with an answer's beginning, so the model generates on
         from its end. Tokenized on its own (no specials parsed: it is model output), as its
         tokens were fed when they were generated, so the KV memory's copy of them is reused;
-        the parser reads it first, so the answer it builds starts with it."""
-        if not answer_so_far:
+        the parser reads it first, so the answer it builds starts with it.
+
+        With reasoning, the stream is rebuilt around it (reasoning_continuation); its markers
+        are parsed as specials, since that is how the model wrote them (ContinueError when the
+        format cannot be rebuilt)."""
+        if reasoning_so_far:
+            pieces = reasoning_continuation(prompt.parser.fmt, reasoning_so_far, answer_so_far,
+                                            opened=prompt.parser.in_reasoning)
+        elif answer_so_far:
+            pieces = [(answer_so_far, False)]
+        else:
             return
-        prompt.tokens.extend(self.model.tokenize(answer_so_far, add_special=False,
-                                                 parse_special=False))
-        prompt.text += answer_so_far
-        prompt.parser.feed(answer_so_far)
+        for text, marker in pieces:
+            prompt.tokens.extend(self.model.tokenize(text, add_special=False,
+                                                     parse_special=marker))
+            prompt.text += text
+            prompt.parser.feed(text)
 
     def _for_template(self, message: Message) -> Message:
         """The message as the template sees it: an image is its marker before the text."""

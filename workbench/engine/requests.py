@@ -49,6 +49,9 @@ class GenerateRequest:
     # Continue: the answer to `text` so far (its raw text, as generated). The turn's prompt ends
     # with it and the model generates on from its end; the result's text is the whole answer.
     continue_from: str = ""
+    # ...and its reasoning so far, kept apart as the store keeps it: the stream is rebuilt
+    # around it, and it goes on in the reasoning block when `continue_from` is empty.
+    continue_reasoning: str = ""
     # Images attached to this message (engine/images.py), shown to the model before its text.
     images: tuple[ImageInput, ...] = ()
 

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from workbench.config import Config
@@ -81,6 +82,7 @@ class ChatController:
         self.turns_done = 0  # finished generations (tests and the screenshot wait on it)
         self._writes: set[asyncio.Task[Any]] = set()  # throttled saves in flight
         self._forecast_task: asyncio.Task[None] | None = None
+        self._closed = False
         self._stop = threading.Event()  # this answer's Stop, for the engine before it starts
         # The automatic title being generated (one at a time), and its own Stop.
         self._title_task: asyncio.Task[None] | None = None
@@ -154,24 +156,33 @@ class ChatController:
         self._show_gauge(self._used_from_path())
 
     async def _load_telemetry(self) -> None:
-        run_ids = [(m.id, m.stats.run_id) for m in self.path
+        """Every answer's tokens on the plots, one turn each: all the runs of an answer that
+        was continued, in the order they ran."""
+        answers = [(m.id, m.stats.run_id) for m in self.path
                    if m.role == "assistant" and m.stats.run_id is not None]
+        cid = self.conversation_id
 
-        def fetch(store: Any) -> list[list[dict[str, Any]]]:
+        def fetch(store: Any) -> list[list[list[dict[str, Any]]]]:
+            runs: dict[int, list[int]] = {}
+            for run in reversed(store.list_runs(conversation_id=cid)):  # oldest first
+                runs.setdefault(run.message_id, []).append(run.id)
             out = []
-            for _, rid in run_ids:
-                try:
-                    out.append(store.token_rows(rid))
-                except KeyError:
-                    out.append([])
+            for mid, rid in answers:
+                rows = []
+                for each in runs.get(mid) or [rid]:
+                    try:
+                        rows.append(store.token_rows(each))
+                    except KeyError:
+                        rows.append([])
+                out.append(rows)
             return out
 
         turns = await self.db.call(fetch)
         starts = self.telemetry.load_turns(turns)
-        for (mid, _), x0, rows in zip(run_ids, starts, turns, strict=True):
+        for (mid, _), x0, runs in zip(answers, starts, turns, strict=True):
             widget = self.chat.widget_for(mid)
             if widget is not None:
-                widget.set_tokens(x0, [r.get("piece", "") for r in rows])
+                widget.set_tokens(x0, [r.get("piece", "") for rows in runs for r in rows])
 
     async def switch_version(self, message_id: int) -> None:
         if self.generating or self.conversation_id is None:
@@ -279,7 +290,8 @@ class ChatController:
 
     async def continue_answer(self, answer_id: int) -> None:
         """Continue: generate on from the end of an answer cut short by the token limit or by
-        Stop, appending to the same message (the engine's KV memory still holds its tokens)."""
+        Stop, appending to the same message (the engine's KV memory still holds its tokens): to
+        its reasoning when it was cut there, else to its answer text."""
         if self.generating or self.model is None:
             return
         index = next((i for i, m in enumerate(self.path) if m.id == answer_id), -1)
@@ -299,15 +311,27 @@ class ChatController:
             self._end_answer()
             self.show_error(f"The answer could not be continued ({exc}); it is unchanged.")
             return
-        await self._generate(user.content, answer, history, continue_from=answer.content)
+        await self._generate(user.content, answer, history, continue_from=answer.content,
+                             continue_reasoning=answer.reasoning)
 
     # ---- the draft's cost ------------------------------------------------------------------------
 
     def draft_changed(self, text: str) -> None:
         """The composer's text changed: forecast its cost once typing pauses."""
+        if self._closed:  # the window is going: a new task would outlive its loop
+            return
         if self._forecast_task is not None:
             self._forecast_task.cancel()
         self._forecast_task = asyncio.get_running_loop().create_task(self._forecast(text))
+
+    async def close(self) -> None:
+        """The window is shutting down: the draft's forecast, usually asleep in its typing
+        pause, is cancelled and awaited, so no task is left pending when the loop goes."""
+        self._closed = True
+        task, self._forecast_task = self._forecast_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     async def _forecast(self, text: str) -> None:
         await asyncio.sleep(FORECAST_DELAY_S)  # tokenizing per keystroke would be wasted work
@@ -359,10 +383,11 @@ class ChatController:
         return self.path[-1].id if self.path else None
 
     async def _generate(self, text: str, answer: Message, history: list[dict[str, str]],
-                        continue_from: str = "",
+                        continue_from: str = "", continue_reasoning: str = "",
                         images: tuple[ImageInput, ...] = ()) -> None:
         assert self.model is not None and self.generating  # _begin_answer() came first
         await self.cancel_title()  # the engine is this answer's: a title is not worth a wait
+        continuing = bool(continue_from or continue_reasoning)
         widget = (self.chat.widget_for(answer.id)
                   or self.chat.append(ShownMessage.from_store(answer)))
         widget.begin_stream()
@@ -371,7 +396,7 @@ class ChatController:
         shared_pacer().answer_started()
         await asyncio.sleep(YIELD_S)  # let the loop breathe between the message and the plots
         recorder = TurnRecorder()
-        x0 = self.telemetry.begin_turn()
+        series = _Series.start(self.telemetry, widget, continuing)
         result: GenerateResult | None = None
         run_id: int | None = None
         # No cycle collection while the answer streams: a full one walks every object of the
@@ -387,12 +412,13 @@ class ChatController:
             request = GenerateRequest(text=text, n_predict=self.config.n_predict,
                                       conversation=str(answer.conversation_id),
                                       think=self.composer.think.isChecked(),
-                                      continue_from=continue_from, images=images)
+                                      continue_from=continue_from,
+                                      continue_reasoning=continue_reasoning, images=images)
             async for event in self.bridge.generate(request, self._stop):
                 if isinstance(event, TokenEvent):
                     self._on_token(event, recorder, widget)
                     if recorder.due_write():
-                        self._save_partial(answer.id, recorder, run_id, x0)
+                        self._save_partial(answer.id, recorder, run_id, series.x_start)
                 elif isinstance(event, PrefillProgress):
                     if not self.stopping:
                         self.status.set_state("prefill", f"{event.done} of {event.total}")
@@ -411,14 +437,19 @@ class ChatController:
             shared_collector().resume()
             shared_pacer().answer_ended()
         assert result is not None
-        if continue_from and not recorder.rows:
+        if continuing and not recorder.rows:
             # Stopped (or failed) before a new token: the answer stays as it was.
             result.text = result.text or continue_from
+            result.reasoning = result.reasoning or continue_reasoning
             if result.summary is None:
                 result.stop_reason = StopReason.STOPPED if result.ok else result.stop_reason
-        await self._finish(answer, widget, recorder, result, run_id, x0,
-                           keep_stats=answer.stats if continue_from and not recorder.rows
-                           else None)
+        refused = continuing and not recorder.rows and result.stop_reason is StopReason.REJECTED
+        if refused:  # e.g. reasoning the engine cannot rebuild: the notice says why
+            self.show_error(result.error)
+        await self._finish(answer, widget, recorder, result, run_id, series,
+                           keep_stats=answer.stats if continuing and not recorder.rows
+                           else None, continued=answer.stats if continuing else None,
+                           unchanged=refused)
 
     def _on_token(self, event: TokenEvent, recorder: TurnRecorder, widget: Any) -> None:
         if not recorder.rows and not self.stopping:
@@ -455,17 +486,21 @@ class ChatController:
             log.error("saving a streaming answer failed", exc_info=task.exception())
 
     async def _finish(self, answer: Message, widget: Any, recorder: TurnRecorder,
-                      result: GenerateResult, run_id: int | None, x0: int,
-                      keep_stats: MessageStats | None = None) -> None:
-        status = _STATUS[result.stop_reason]
+                      result: GenerateResult, run_id: int | None, series: _Series,
+                      keep_stats: MessageStats | None = None,
+                      continued: MessageStats | None = None, unchanged: bool = False
+                      ) -> None:
+        status = answer.status if unchanged else _STATUS[result.stop_reason]
         content = result.text or recorder.answer
         reasoning = result.reasoning or recorder.reasoning
         stats = keep_stats or stats_from_result(result, think_s=recorder.thinking_seconds(),
                                                 n_think=recorder.thinking_tokens)
+        if continued is not None and keep_stats is None:
+            stats = _with_earlier_thinking(stats, continued)
         if run_id is not None and recorder.rows:
-            stats = stats.replace(run_id=run_id, x_start=x0)
-        error = result.error
-        if result.notes:
+            stats = stats.replace(run_id=run_id, x_start=series.x_start)
+        error = answer.error if unchanged else result.error
+        if result.notes and not unchanged:
             error = "\n".join([error, *result.notes]).strip()
         # Every row again, not only those the partial saves did not take: a partial save may
         # have failed, and rewriting a row is idempotent (the table keys it by turn and step).
@@ -501,7 +536,7 @@ class ChatController:
         widget.update_from(ShownMessage.from_store(saved, siblings))
         widget.reasoning.finish(thought_label(stats, live=False))
         if recorder.rows:
-            widget.set_tokens(x0, recorder.pieces)
+            widget.set_tokens(series.x_start, series.earlier + recorder.pieces)
         if summary is not None:
             self.telemetry.show_summary(summary)
             self.status.set_rate(summary.tokens_per_second)
@@ -628,3 +663,32 @@ def _load_path(store: Any, conversation_id: int) -> tuple[list[ShownMessage], li
     images = store.message_images(m.id for m in path)
     return [ShownMessage.from_store(m, store.siblings(m.id), images.get(m.id))
             for m in path], path
+
+
+def _with_earlier_thinking(stats: MessageStats, earlier: MessageStats) -> MessageStats:
+    """A continued answer's reasoning began in its earlier runs: its label counts them too."""
+    if not earlier.n_think:
+        return stats
+    think_s = stats.think_s
+    if earlier.think_s is not None:
+        think_s = round(earlier.think_s + (think_s or 0.0), 3)
+    return stats.replace(n_think=earlier.n_think + (stats.n_think or 0), think_s=think_s)
+
+
+@dataclass(slots=True)
+class _Series:
+    """Where an answer's tokens sit on the plots: its first x, and the pieces of its earlier
+    runs when this run continues it (Continue), so the message keeps one series of tokens."""
+
+    x_start: int
+    earlier: list[str]
+
+    @classmethod
+    def start(cls, telemetry: QtTelemetryPanel, widget: Any, continuing: bool) -> _Series:
+        # Its earlier tokens must end where the plots do (the answer is the conversation's
+        # last); otherwise (plots cleared meanwhile) the run starts a turn of its own.
+        if continuing and widget.token_x0 >= 0 and (
+                widget.token_x0 + len(widget.token_pieces) == telemetry.next_x):
+            telemetry.begin_run()
+            return cls(widget.token_x0, widget.token_pieces)
+        return cls(telemetry.begin_turn(), [])

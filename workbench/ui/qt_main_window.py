@@ -732,6 +732,7 @@ class QtMainWindow(QMainWindow):
         self.bridge.cancel()
         self.bridge.cancel_open()
         await self.chat.cancel_title()
+        await self.chat.close()
         await self._save_memory(self._take_memory())
         # The window's own first: the stopped answer's final save is one of its tasks, and a
         # finished turn spawns a runs refresh on the runs page. All of them use the database.

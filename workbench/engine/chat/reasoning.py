@@ -14,13 +14,20 @@ from dataclasses import dataclass
 from workbench.engine.chat.formats import ReasoningFormat, detect_reasoning_format
 
 __all__ = [
+    "ContinueError",
     "ReasoningDelta",
     "ReasoningFormat",
     "ReasoningParser",
     "detect_reasoning_format",
     "parser_for_prompt",
     "prompt_opens_reasoning",
+    "reasoning_continuation",
 ]
+
+# The layout the common tag formats' templates render a reasoning block in (R1, Qwen3, ...:
+# "<think>\n" reasoning "\n</think>\n\n" answer). The parser trims it away, so the split never
+# depends on it; it only decides how close the rebuilt text comes to what the model wrote.
+_AFTER_OPEN, _BEFORE_CLOSE, _AFTER_CLOSE = "\n", "\n", "\n\n"
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,38 @@ def parser_for_prompt(fmt: ReasoningFormat, prompt: str) -> ReasoningParser:
     prefill included): it starts inside reasoning when the prompt left a span open, so a turn cut
     short while reasoning is kept as reasoning rather than shown as the answer."""
     return ReasoningParser(fmt, starts_in_reasoning=prompt_opens_reasoning(prompt, fmt))
+
+
+class ContinueError(ValueError):
+    """An answer's reasoning cannot be rebuilt as the model would have written it."""
+
+
+def reasoning_continuation(fmt: ReasoningFormat, reasoning: str, answer: str, *,
+                           opened: bool) -> list[tuple[str, bool]]:
+    """The text a reasoning answer so far stands for, to generate on from its end: (text,
+    is_marker) pieces. `opened`: the prompt already left the span open (no open marker then).
+
+    The store keeps the parsed reasoning and answer, not the raw stream, so the stream is
+    rebuilt from the format's markers: one reasoning block, then (when there is answer text)
+    the close marker and the answer. An empty answer means the cut came inside the reasoning,
+    which goes on; a model that had already closed it simply closes it again. Re-entrant
+    channel formats are refused: their turn may switch channels several times, with framing
+    between the switches, and the stored text no longer says where."""
+    if fmt.reentrant:
+        raise ContinueError(f"an answer with reasoning in the {fmt.name} format cannot be "
+                            "continued (its reasoning may come in several parts, and which "
+                            "part came where is not kept)")
+    if not fmt.handles_reasoning or not fmt.closes or not (opened or fmt.opens):
+        raise ContinueError("this model's template has no reasoning markers to continue a "
+                            "reasoning block with")
+    pieces: list[tuple[str, bool]] = []
+    if not opened:
+        pieces += [(fmt.opens[0], True), (_AFTER_OPEN, False)]
+    pieces.append((reasoning, False))
+    if answer:
+        pieces += [(_BEFORE_CLOSE, False), (fmt.closes[0], True), (_AFTER_CLOSE, False),
+                   (answer, False)]
+    return pieces
 
 
 class ReasoningParser:

@@ -251,6 +251,15 @@ class QtMessageWidget(QFrame):
         if self.tokens_button.isChecked():
             self._show_tokens(True)
 
+    @property
+    def token_x0(self) -> int:
+        """The plot x of the first generated token shown (-1: none)."""
+        return self._token_x0 if self._token_pieces else -1
+
+    @property
+    def token_pieces(self) -> list[str]:
+        return list(self._token_pieces)
+
     def mark_tokens(self, first_x: int, last_x: int) -> bool:
         """Highlight the tokens with plot x in first_x..last_x (a span selected on the plots),
         opening the token view; False, and any earlier mark cleared, if none is here."""
@@ -331,9 +340,9 @@ class QtMessageWidget(QFrame):
 
 
 def can_continue(shown: ShownMessage) -> bool:
-    """An answer cut short by the token limit or by Stop can go on. Not one that was thinking:
-    the store keeps its reasoning and answer apart, not the raw text the model generated."""
-    return (shown.role == "assistant" and not shown.reasoning and bool(shown.content)
+    """An answer cut short by the token limit or by Stop can go on, in its reasoning block when
+    it was cut there (no answer text yet), else in its answer text."""
+    return (shown.role == "assistant" and bool(shown.content or shown.reasoning)
             and (shown.status == "stopped" or shown.stats.stop_reason == "length"))
 
 

@@ -15,7 +15,7 @@ would not fit its width widens (pyqtgraph silently drops a label that does not f
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.qt_stable_label import QtStableLabel
+from workbench.ui.qt_text_style import SMALL_PX, dim_text
 from workbench.ui.qt_theme import LIGHT_INK, PlotColours, plot_colours
 from workbench.ui.telemetry.headline import HeadlineTracker
 from workbench.ui.telemetry.qt_headline_row import QtHeadlineRow
@@ -90,7 +91,9 @@ class QtTelemetryPanel(QWidget):
         self.repaints = 0  # how many times the plots were given new data (tests, bench)
         self._dirty = False
         self.following = True
-        self._turn_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
+        # Turn (dashed) and run (dotted) boundary lines, with their style for a theme change.
+        self._turn_lines: list[tuple[pg.PlotItem, pg.InfiniteLine, Qt.PenStyle]] = []
+        self.run_starts: list[int] = []  # x of each continuation's first token
         self._highlight: list[Any] = []
         self.highlighted_x: int | None = None
         self._span_regions: list[tuple[pg.PlotItem, pg.LinearRegionItem]] = []
@@ -103,7 +106,7 @@ class QtTelemetryPanel(QWidget):
         self.follow_button.setEnabled(False)
         self.follow_button.clicked.connect(lambda: self.set_following(True))
         self.readout = QLabel("Hover a plot to read a token's values")
-        self.readout.setStyleSheet("color: #555; font-size: 11px;")
+        dim_text(self.readout, pixel_size=SMALL_PX)
         self.readout.setWordWrap(True)
         self.span_readout = QLabel()
         self.span_readout.setWordWrap(True)
@@ -111,7 +114,7 @@ class QtTelemetryPanel(QWidget):
         self.span_readout.setVisible(False)
         # The conversations whose model state is kept (the KV pool), refreshed after each turn.
         self.kv_states = plain_label()
-        self.kv_states.setStyleSheet("color: #555; font-size: 11px;")
+        dim_text(self.kv_states, pixel_size=SMALL_PX)
         self.kv_states.setWordWrap(True)
         self.kv_states.setVisible(False)
         # Says when the plots are paced down, so a slow refresh is not mistaken for a stall.
@@ -186,7 +189,7 @@ class QtTelemetryPanel(QWidget):
                 plot.addLegend(offset=(-4, 4), labelTextSize="7pt", verSpacing=-6,
                                brush=pg.mkBrush(*self.colours.legend),
                                labelTextColor=self.colours.foreground)
-            empty = pg.TextItem(NO_DATA, color="#999", anchor=(0.5, 0.5))
+            empty = pg.TextItem(NO_DATA, color=self.colours.dim, anchor=(0.5, 0.5))
             empty.setParentItem(plot.getViewBox())
             self._empty_labels[spec.key] = empty
             view_box.sigResized.connect(lambda _, key=spec.key: self._place_label(key))
@@ -235,10 +238,12 @@ class QtTelemetryPanel(QWidget):
                 plot.legend.setLabelTextColor(colours.foreground)  # for labels added later
                 for _, label in plot.legend.items:  # those shown already keep their own
                     label.setText(label.text, color=colours.foreground)
+        for empty in self._empty_labels.values():
+            empty.setColor(colours.dim)
         for item in self._ink_curves:
             item.setPen(pg.mkPen(colours.ink, width=1.2))
-        for _, line in self._turn_lines:
-            line.setPen(pg.mkPen(colours.grid, style=Qt.PenStyle.DashLine))
+        for _, line, style in self._turn_lines:
+            line.setPen(pg.mkPen(colours.grid, style=style))
         self._dirty = True
 
     # ---- data in ------------------------------------------------------------------------------
@@ -248,15 +253,27 @@ class QtTelemetryPanel(QWidget):
         self.turn += 1
         self.headline.begin_turn()
         if self.next_x > 0:
-            for plot in self.plots.values():
-                pen = pg.mkPen(self.colours.grid, style=Qt.PenStyle.DashLine)
-                line = pg.InfiniteLine(self.next_x - 0.5, angle=90, pen=pen)
-                plot.addItem(line)
-                self._turn_lines.append((plot, line))
-            while len(self._turn_lines) > MAX_TURN_MARKERS * len(self.plots):
-                plot, line = self._turn_lines.pop(0)
-                plot.removeItem(line)
+            self._mark(self.next_x, Qt.PenStyle.DashLine)
         return self.next_x
+
+    def begin_run(self) -> int:
+        """The answer being plotted goes on in a new run (Continue): its tokens keep its turn
+        and follow on its x, and a dotted line (a turn's is dashed) marks where the run begins.
+        """
+        self.headline.begin_turn()  # a rate across the pause between the runs would be false
+        self.run_starts.append(self.next_x)
+        self._mark(self.next_x, Qt.PenStyle.DotLine)
+        return self.next_x
+
+    def _mark(self, x: int, style: Qt.PenStyle) -> None:
+        for plot in self.plots.values():
+            line = pg.InfiniteLine(x - 0.5, angle=90,
+                                   pen=pg.mkPen(self.colours.grid, style=style))
+            plot.addItem(line)
+            self._turn_lines.append((plot, line, style))
+        while len(self._turn_lines) > MAX_TURN_MARKERS * len(self.plots):
+            plot, line, _ = self._turn_lines.pop(0)
+            plot.removeItem(line)
 
     def append(self, metrics: Any) -> int:
         """One token's row (TokenMetrics or a stored dict); returns its x. Cheap: no painting."""
@@ -268,15 +285,19 @@ class QtTelemetryPanel(QWidget):
             self.headline.on_token(metrics)
         return x
 
-    def load_turns(self, turns: Iterable[list[dict[str, Any]]]) -> list[int]:
-        """Replace everything with stored runs (one list of token rows per turn); returns each
-        turn's first x."""
+    def load_turns(self, turns: Iterable[Sequence[list[dict[str, Any]]]]) -> list[int]:
+        """Replace everything with stored answers: per turn, the token rows of each of its runs
+        (more than one after Continue, plotted as one series with the run boundaries marked);
+        returns each turn's first x."""
         self.clear()
         starts = []
-        for rows in turns:
+        for runs in turns:
             starts.append(self.begin_turn())
-            for row in rows:
-                self.append(row)
+            for i, rows in enumerate(runs):
+                if i and rows:
+                    self.begin_run()
+                for row in rows:
+                    self.append(row)
         self.repaint()
         return starts
 
@@ -284,9 +305,10 @@ class QtTelemetryPanel(QWidget):
         self.ring.clear()
         self.next_x = 0
         self.turn = -1
-        for plot, line in self._turn_lines:
+        for plot, line, _ in self._turn_lines:
             plot.removeItem(line)
         self._turn_lines.clear()
+        self.run_starts.clear()
         self._clear_highlight()
         self.clear_span()
         for item, _ in self.curves:
