@@ -11,14 +11,18 @@ a run of one-token graphs, so dropping in prefill and terminal learning see many
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
-from tests.gates.test_streaming_gates import PROMPT as PROMPT_TEXT
-from tests.gates.test_streaming_gates import Run, _config, _generate, assert_identical, model
+from tests.gates.gate_runs import PROMPT as PROMPT_TEXT
+from tests.gates.gate_runs import Run, assert_identical, gate_config, generate, recorded
+from tests.gates.test_streaming_gates import model
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import Session
-from workbench.moe.routes import Phase, Residency
+from workbench.moe.routes import Phase, Residency, RouteLoad, looked_up
 from workbench.moe.streamer import (
     DEBUG_LOST_TERMINAL,
     DEBUG_NO_REPOINT,
@@ -32,18 +36,9 @@ EVICTING = {"moe_stream": True, "cache_mb": 1, "o_direct": False}
 
 
 @pytest.fixture
-def run(request):
-    sessions: list[Session] = []
-
-    def factory(model, trace: bool = False, **changes: object) -> Run:
-        changes.setdefault("n_ubatch", 1)
-        session = Session.open(_config(model, **changes), trace_routing=trace)
-        sessions.append(session)
-        return _generate(session)
-
-    yield factory
-    for s in sessions:
-        s.close()
+def run(run: Callable[..., Run]) -> Callable[..., Run]:
+    """tests/gates/conftest.py's runs at n_ubatch 1 unless a test asks otherwise (see above)."""
+    return functools.partial(run, n_ubatch=1)
 
 
 def _counters(r: Run):
@@ -119,8 +114,8 @@ def test_a_learned_terminal_that_never_appears_loads_the_layer_late_and_undroppe
 
 
 def test_dropping_is_off_in_prefill_unless_asked(model, run):
-    r = run(model, trace=True, drop_cold_frac=1.0, **EVICTING)
-    loads = r.session.streaming.streamer.take_routes()
+    r = run(model, record_routes=True, drop_cold_frac=1.0, **EVICTING)
+    loads = recorded(r.session)
     prefill = [x for x in loads if x.phase == Phase.PREFILL]
     decode = [x for x in loads if x.phase == Phase.DECODE]
     assert prefill and decode
@@ -130,9 +125,10 @@ def test_dropping_is_off_in_prefill_unless_asked(model, run):
 
 def test_route_records_carry_weights_residency_and_drops_consistent_with_the_rule(model, run):
     frac = 1.0
-    r = run(model, trace=True, drop_cold_frac=frac, drop_prefill=True, **EVICTING)
-    loads = r.session.streaming.streamer.take_routes()
-    assert loads and r.session.streaming.streamer.take_routes() == []  # taking clears
+    r = run(model, record_routes=True, drop_cold_frac=frac, drop_prefill=True, **EVICTING)
+    loads = recorded(r.session)
+    # The session's recorder drained the streamer after every decode: taking clears.
+    assert loads and r.session.streaming.streamer.take_routes() == []
     n_layers = len({x.layer for x in loads})
     assert len(loads) % n_layers == 0
     dropped_total = 0
@@ -160,12 +156,12 @@ def test_multi_token_batches_drop_by_the_rule_and_never_touch_an_unloaded_expert
     # view, so the per-row gather, the edit and the repointing are exercised across rows. The
     # second turn's prompt is dropped (the terminals were learned in the first).
     monkeypatch.setattr(ExpertStreamer, "debug_flags", DEBUG_POISON_UNLOADED)
-    config = _config(model, drop_cold_frac=1.0, drop_prefill=True, n_batch=8, n_ubatch=4,
+    config = gate_config(model, drop_cold_frac=1.0, drop_prefill=True, n_batch=8, n_ubatch=4,
                      **EVICTING)
-    with Session.open(config, trace_routing=True) as s:
-        first = _generate(s)
-        second = _generate(s, " And then the second turn continues with more words")
-        loads = s.streaming.streamer.take_routes()
+    with Session.open(config, record_routes=True) as s:
+        first = generate(s)
+        second = generate(s, " And then the second turn continues with more words")
+        loads = recorded(s)
         c = s.streaming.streamer.counters()
     assert _finite(first) and _finite(second)
     wide = [x for x in loads if x.phase == Phase.PREFILL and x.n_tokens > 1]
@@ -178,11 +174,21 @@ def test_multi_token_batches_drop_by_the_rule_and_never_touch_an_unloaded_expert
     assert sum(int(x.dropped.sum()) for x in loads) == c.experts_dropped
 
 
-def test_route_records_carry_the_context_position_of_their_tokens(model):
-    config = _config(model, n_batch=8, n_ubatch=4, **EVICTING)
-    with Session.open(config, trace_routing=True) as s:
+def test_route_records_carry_the_context_position_of_their_tokens(model, monkeypatch):
+    config = gate_config(model, n_batch=8, n_ubatch=4, **EVICTING)
+    loads: list[RouteLoad] = []
+    with Session.open(config, record_routes=True) as s:
+        # Kept as the streamer gives them: the session's recorder fills in a position the native
+        # side left unknown, which would hide a decode the streamer failed to attribute.
+        take = s.streaming.streamer.take_routes
+
+        def tee() -> list[RouteLoad]:
+            taken = take()
+            loads.extend(taken)
+            return taken
+
+        monkeypatch.setattr(s.streaming.streamer, "take_routes", tee)
         result = s.generate(GenerateRequest(text=PROMPT_TEXT))
-        loads = s.streaming.streamer.take_routes()
     n_prompt, n_gen = result.summary.n_prompt, result.summary.n_generated
     first_layer, last_layer = min(x.layer for x in loads), max(x.layer for x in loads)
     prefill = [x for x in loads if x.layer == first_layer and x.phase == Phase.PREFILL]
@@ -210,8 +216,8 @@ def test_route_records_carry_the_context_position_of_their_tokens(model):
 
 
 def test_residency_in_the_records_matches_the_cache_counters(model, run):
-    r = run(model, trace=True, **EVICTING)
-    loads = r.session.streaming.streamer.take_routes()
+    r = run(model, record_routes=True, **EVICTING)
+    loads = recorded(r.session)
     c = _counters(r)
     # Each load looks every distinct expert up once: hits are its distinct experts found resident.
     hits = lookups = 0
@@ -226,13 +232,13 @@ def test_residency_in_the_records_matches_the_cache_counters(model, run):
 
 
 def test_an_lru_replay_of_the_dropped_run_matches_the_engine(model, run):
-    # take_trace() is derived from the route records (a dropped slot looked up as its row's top
-    # expert); an independent LRU over it must see what the engine's cache counted.
+    # What the cache looked up is derived from the route records (a dropped slot looked up as its
+    # row's top expert); an independent LRU over it must see what the engine's cache counted.
     from tests.gates.lru_replay import replay_lru
 
-    r = run(model, trace=True, drop_cold_frac=1.0, drop_prefill=True, **EVICTING)
+    r = run(model, record_routes=True, drop_cold_frac=1.0, drop_prefill=True, **EVICTING)
     runtime = r.session.streaming
-    loads = runtime.streamer.take_trace()
+    loads = looked_up(recorded(r.session))
     entry_bytes: dict[int, int] = {}
     for t in runtime.experts:
         entry_bytes[t.layer] = entry_bytes.get(t.layer, 0) + t.expert_stride
@@ -247,11 +253,11 @@ def test_validate_refuses_dropping_without_the_cache(model):
     from workbench.engine.requests import SessionError
 
     with pytest.raises(SessionError, match="expert cache is off"):
-        Session.open(_config(model, moe_stream=True, drop_cold_frac=0.5))
+        Session.open(gate_config(model, moe_stream=True, drop_cold_frac=0.5))
 
 
 def test_open_warns_about_dropping_at_a_small_top_k(model):
-    with Session.open(_config(model, moe_stream=True, cache_mb=64,
+    with Session.open(gate_config(model, moe_stream=True, cache_mb=64,
                               drop_cold_frac=0.75)) as s:
         assert any("Dropping cold experts at 75% with top-k 2" in w for w in s.warnings)
         s.generate(GenerateRequest(text="Hi"))

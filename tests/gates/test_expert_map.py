@@ -1,7 +1,7 @@
-"""The expert activity map against independent records: the routing trace and an LRU replay.
+"""The expert activity map against independent records: the route records and an LRU replay.
 
 Each token's `TokenEvent.expert_map` must hold exactly the routings of that token's decode, as
-the native trace recorded them load by load, and its residency mask must be the expert cache's
+the streamer recorded them load by load, and its residency mask must be the expert cache's
 contents, as an independent LRU replay of the same trace predicts. Run on a split-expert model
 (qwen3moe) and on gemma4, whose first layer is dense (its row must stay empty).
 """
@@ -18,6 +18,7 @@ from tests.gates.lru_replay import replay_lru
 from workbench.config import Config
 from workbench.engine.requests import ExpertActivity, GenerateRequest, TokenEvent
 from workbench.engine.session import Session
+from workbench.moe.routes import looked_up
 from workbench.moe.synth import ARCHES, moe_layers, spec_for, write_synthetic_moe
 
 PROMPT = "Hello world, this is an expert map test."
@@ -47,19 +48,26 @@ def traced():
     def factory(model: Path, **changes: object) -> Traced:
         config = Config(model=str(model), chat_template=False, n_predict=N_PREDICT, n_ctx=256,
                         n_threads=2, **changes)
-        session = Session.open(config, trace_routing=True)
+        session = Session.open(config, record_routes=True)
         sessions.append(session)
         out = Traced(session, [], [], [])
-        streamer = session.streaming.streamer if session.streaming else None
+        recorder = session.streaming.routes if session.streaming else None
+        taken = 0
+
+        def take() -> list[Load]:
+            nonlocal taken
+            loads = recorder.loads() if recorder is not None else []
+            new, taken = loads[taken:], len(loads)
+            return looked_up(load for _, load in new)
 
         def on_prefill(_progress) -> None:
-            out.prefill.extend(streamer.take_trace() if streamer else [])
+            out.prefill.extend(take())
 
         def on_token(event: TokenEvent) -> None:
-            # Same thread, right after this token's decode: the trace since the last call is
-            # exactly this token's loads.
+            # Same thread, right after this token's decode, whose loads the session has just
+            # recorded: the loads since the last call are exactly this token's.
             out.events.append(event)
-            out.per_token.append(streamer.take_trace() if streamer else [])
+            out.per_token.append(take())
 
         result = session.generate(GenerateRequest(text=PROMPT), on_token=on_token,
                                   on_prefill=on_prefill)
@@ -73,7 +81,7 @@ def traced():
 
 
 def histogram(loads: list[Load], shape: tuple[int, int]) -> np.ndarray:
-    """Routed counts per (layer, expert) from trace loads of single tokens (where the unique
+    """Routed counts per (layer, expert) from the loads of single tokens (where the unique
     ids of a load are its routings)."""
     out = np.zeros(shape, dtype=np.int64)
     for layer, ids in loads:

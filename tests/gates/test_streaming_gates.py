@@ -10,22 +10,19 @@ slice makes the gate fail.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from tests.gates.gate_runs import PROMPT, assert_identical, gate_config, generate, recorded
 from tests.gates.lru_replay import replay_lru
-from tests.logits import recorded_logits
 from workbench.config import Config
 from workbench.engine.requests import GenerateRequest, SessionError
 from workbench.engine.session import Session
 from workbench.moe.registry import STREAMABLE_ARCHS
+from workbench.moe.routes import looked_up
 from workbench.moe.synth import ARCHES, write_synthetic_moe
 
-PROMPT = "Hello world, this is a streaming test."
-N_PREDICT = 24
 MIB = 1 << 20
 
 
@@ -37,49 +34,6 @@ def model(request, tmp_path_factory) -> Path:
                                 **({"split_max_tensors": 20} if split else {}))
     assert len(paths) > 1 if split else len(paths) == 1
     return paths[0]
-
-
-@dataclass
-class Run:
-    text: str
-    token_ids: list[int]
-    logits: list[np.ndarray]
-    session: Session
-
-
-def _config(model: Path, **changes: object) -> Config:
-    return Config(model=str(model), chat_template=False, n_predict=N_PREDICT, n_ctx=256,
-                  n_threads=2, **changes)
-
-
-def _generate(session: Session, text: str = PROMPT, **request: object) -> Run:
-    """Generates while recording a copy of the full logits each token is picked from."""
-    with recorded_logits(session) as logits:
-        result = session.generate(GenerateRequest(text=text, **request))
-    assert result.ok, result.error
-    ids = [m for m in session.kv_tokens[-result.summary.n_generated:]]
-    return Run(result.text, ids, logits, session)
-
-
-@pytest.fixture
-def run(request):
-    sessions: list[Session] = []
-
-    def factory(model: Path, trace: bool = False, **changes: object) -> Run:
-        session = Session.open(_config(model, **changes), trace_routing=trace)
-        sessions.append(session)
-        return _generate(session)
-
-    yield factory
-    for s in sessions:
-        s.close()
-
-
-def assert_identical(a: Run, b: Run) -> None:
-    assert len(a.logits) == len(b.logits) == N_PREDICT
-    for step, (x, y) in enumerate(zip(a.logits, b.logits, strict=True)):
-        assert np.array_equal(x, y), f"logits differ at step {step}: max |d| {np.abs(x - y).max()}"
-    assert a.token_ids == b.token_ids and a.text == b.text
 
 
 STREAMING_VARIANTS = {
@@ -112,13 +66,13 @@ def test_small_cache_really_evicts_and_big_cache_really_hits(model, run):
 
 @pytest.mark.parametrize("budget_between_turns", [None, 0])
 def test_two_turn_session_with_a_warm_cache(model, budget_between_turns):
-    with Session.open(_config(model)) as resident, \
-            Session.open(_config(model, moe_stream=True, cache_mb=2)) as streamed:
+    with Session.open(gate_config(model)) as resident, \
+            Session.open(gate_config(model, moe_stream=True, cache_mb=2)) as streamed:
         for turn, text in enumerate((PROMPT, " And then the second turn continues")):
             if turn == 1 and budget_between_turns is not None:
                 streamed.set_cache_budget_mib(budget_between_turns)
                 assert streamed.streaming.streamer.counters().resident_now == 0
-            assert_identical(_generate(resident, text), _generate(streamed, text))
+            assert_identical(generate(resident, text), generate(streamed, text))
 
 
 def test_reduced_active_experts_streamed_equals_resident_at_the_same_override(model, run):
@@ -150,9 +104,9 @@ def test_negative_control_a_wrong_expert_slice_fails_the_gate(model, run, monkey
 
 @pytest.mark.parametrize("cache_mb", [1, 3])
 def test_hit_rate_and_bytes_read_match_an_independent_lru_replay(model, run, cache_mb):
-    streamed = run(model, trace=True, moe_stream=True, cache_mb=cache_mb, o_direct=False)
+    streamed = run(model, record_routes=True, moe_stream=True, cache_mb=cache_mb, o_direct=False)
     runtime = streamed.session.streaming
-    loads = runtime.streamer.take_trace()
+    loads = looked_up(recorded(streamed.session))
     entry_bytes: dict[int, int] = {}
     for t in runtime.experts:
         entry_bytes[t.layer] = entry_bytes.get(t.layer, 0) + t.expert_stride
@@ -180,7 +134,7 @@ def test_per_token_streaming_telemetry_is_consistent(model):
     from workbench.engine.sinks import MemorySink
 
     sink = MemorySink()
-    with Session.open(_config(model, moe_stream=True, cache_mb=2), sink=sink) as s:
+    with Session.open(gate_config(model, moe_stream=True, cache_mb=2), sink=sink) as s:
         s.generate(GenerateRequest(text=PROMPT))
     for row in sink.tokens:
         assert row.read_bytes >= 0 and row.io_ms >= 0 and row.mgmt_ms >= 0
@@ -198,7 +152,7 @@ def test_streaming_a_dense_model_is_refused_with_a_message(embedded_model_path):
 
 def test_too_many_active_experts_is_refused_with_a_message(model):
     with pytest.raises(SessionError, match="has only 8 experts per layer"):
-        Session.open(_config(model, n_expert_used=9))
+        Session.open(gate_config(model, n_expert_used=9))
 
 
 def test_active_experts_on_a_dense_model_is_refused(embedded_model_path):
@@ -217,17 +171,17 @@ def test_an_architecture_the_streamer_does_not_know_is_refused(model, monkeypatc
 
     monkeypatch.setattr(registry, "STREAMABLE_ARCHS", frozenset({"some-other-moe"}))
     with pytest.raises(SessionError, match=r"does not know yet.*Turn streaming off"):
-        Session.open(_config(model, moe_stream=True))
+        Session.open(gate_config(model, moe_stream=True))
 
 
 def test_cache_cliff_is_announced_and_dense_residency_is_measured(model):
     from workbench.engine.sinks import MemorySink
 
     sink = MemorySink()
-    with Session.open(_config(model, moe_stream=True, cache_mb=1), sink=sink) as s:
+    with Session.open(gate_config(model, moe_stream=True, cache_mb=1), sink=sink) as s:
         assert any("smaller than one token's expert demand" in w for w in s.warnings)
         s.generate(GenerateRequest(text=PROMPT))
     assert all(0.0 <= r.dense_resident_frac <= 1.0 for r in sink.tokens)
     assert sink.tokens[0].dense_resident_frac > 0.9  # anon dense weights were just read
-    with Session.open(_config(model, moe_stream=True, cache_mb=64)) as s:
+    with Session.open(gate_config(model, moe_stream=True, cache_mb=64)) as s:
         assert s.warnings == []

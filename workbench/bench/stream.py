@@ -23,6 +23,7 @@ with a paired bootstrap interval over the repeats. tok/s is tokens / sum of deco
 
 from __future__ import annotations
 
+import hashlib
 import math
 import resource
 import threading
@@ -42,7 +43,8 @@ from workbench.engine.requests import GenerateRequest, GenerateResult
 from workbench.engine.session import Session
 from workbench.moe import route_stats
 from workbench.moe.layout import expert_tensors, read_model_facts
-from workbench.moe.synth import write_synthetic_moe
+from workbench.moe.routes import Phase, RouteLoad, looked_up
+from workbench.moe.synth import spec_for, write_synthetic_moe
 from workbench.paths import cache_dir
 
 MIB = 1 << 20
@@ -52,9 +54,11 @@ Log = Callable[[str], None]
 
 def bench_model(gib: float, seed: int = 0) -> Path:
     """A bench-size synthetic MoE of about `gib` GiB of experts, generated once and cached."""
-    # The recipe is in the name: a file cached by an older recipe (one repeated token, 98 % hits
-    # at any cache size) must not stand in for the churning one.
-    out = cache_dir() / "bench" / f"synthetic-moe-churn-{gib:g}g-seed{seed}.gguf"
+    # The recipe is in the name: a file cached by an older recipe (a repeated token, or a flatter
+    # router) must not stand in for today's, so any change to the spec names a new file.
+    spec = spec_for("qwen3moe", "bench", target_gib=gib)
+    recipe = hashlib.sha256(repr(spec).encode()).hexdigest()[:8]
+    out = cache_dir() / "bench" / f"synthetic-moe-churn-{gib:g}g-seed{seed}-{recipe}.gguf"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)  # the cache directory is ours
         # Whole or absent (written under a temporary name): an interrupted generation is never
@@ -190,8 +194,9 @@ def io_efficiency(model: Path, *, lanes: int, repeats: int, n_tokens: int, threa
     """The engine's read bandwidth (no cache, O_DIRECT) vs standalone O_DIRECT preads of the very
     same byte ranges on as many threads.
 
-    Greedy decoding routes identically on every repeat, so the decode's ranges are traced once (in
-    the warm-up, prefill loads dropped) and both arms read exactly those, in alternating order."""
+    Greedy decoding routes identically on every repeat, so the decode's ranges are recorded once
+    (in the warm-up, prefill loads left out) and both arms read exactly those, in alternating
+    order."""
     experts = expert_tensors(model)
     by_layer: dict[int, list] = {}
     for t in experts:
@@ -200,20 +205,13 @@ def io_efficiency(model: Path, *, lanes: int, repeats: int, n_tokens: int, threa
     engine_bw: list[float] = []
     bench_bw: list[float] = []
     config = _config(model, threads, n_tokens, moe_stream=True, io_threads=lanes)
-    with opened(config, trace_routing=True) as s:
-        streamer = s.streaming.streamer
-        if not streamer.counters().o_direct:
+    with opened(config, record_routes=True) as s:
+        if not s.streaming.streamer.counters().o_direct:
             return "stream io: skipped (this file system refuses O_DIRECT)"
-
-        def drop_prefill_loads(progress) -> None:
-            if progress.done == progress.total:
-                streamer.take_trace()
-
         on_engine(lambda: s.generate(
-            GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
-            on_prefill=drop_prefill_loads))
+            GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True)))
         ranges = [(t.expert_offset(e), t.expert_stride)
-                  for layer, ids in streamer.take_trace() for e in ids for t in by_layer[layer]]
+                  for layer, ids in decode_lookups(s) for e in ids for t in by_layer[layer]]
         for i in range(repeats):
             for arm in (("engine", "standalone") if i % 2 == 0 else ("standalone", "engine")):
                 if arm == "engine":
@@ -338,6 +336,7 @@ class DecodeRoutes:
     result: GenerateResult
     loads: list[tuple[int, list[int]]]  # (layer, distinct expert ids) per decode load
     tokens: list[int]  # the whole context after the turn
+    weights: np.ndarray  # (decode loads' tokens, k) final router weights, as the engine applied
 
     @property
     def generated(self) -> list[int]:
@@ -345,22 +344,31 @@ class DecodeRoutes:
         return self.tokens[len(self.tokens) - n:]
 
 
+def _decode_loads(session: Session) -> list[RouteLoad]:
+    """The recorded decode loads (session opened with record_routes); the prefill's are left
+    out, since a prefill load merges a whole batch's experts."""
+    recorder = session.streaming.routes if session.streaming is not None else None
+    recorded = recorder.loads() if recorder is not None else []
+    return [load for _, load in recorded if load.phase == Phase.DECODE]
+
+
+def decode_lookups(session: Session) -> list[tuple[int, list[int]]]:
+    """The recorded decode loads as the cache looked them up."""
+    return looked_up(_decode_loads(session))
+
+
 def decode_routes(config: Config, n_tokens: int) -> DecodeRoutes:
-    """A fresh streamed session's greedy decode of PROMPT, with its decode loads traced."""
-    with Session.open(config, trace_routing=True) as s:
-        streamer = s.streaming.streamer
-
-        def drop_prefill_loads(progress) -> None:
-            if progress.done == progress.total:
-                streamer.take_trace()
-
-        result = s.generate(GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
-                            on_prefill=drop_prefill_loads)
-        return DecodeRoutes(result, streamer.take_trace(), list(s.kv_tokens))
+    """A fresh streamed session's greedy decode of PROMPT, with its decode loads recorded."""
+    with Session.open(config, record_routes=True) as s:
+        result = s.generate(GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True))
+        loads = _decode_loads(s)
+        weights = (np.concatenate([load.weights for load in loads]) if loads
+                   else np.empty((0, 0), dtype=np.float32))
+        return DecodeRoutes(result, looked_up(loads), list(s.kv_tokens), weights)
 
 
 def routing(model: Path, *, n_tokens: int, threads: int, log: Log) -> str:
-    """Route figures of one greedy decode (prefill loads left out), from the streamer's trace."""
+    """Route figures of one greedy decode (prefill loads left out), from its recorded routes."""
     traced = decode_routes(_config(model, threads, n_tokens, moe_stream=True), n_tokens)
     result, loads, generated = traced.result, traced.loads, traced.generated
     if not result.ok or not loads:
@@ -379,7 +387,20 @@ def routing(model: Path, *, n_tokens: int, threads: int, log: Log) -> str:
             f"consecutive_overlap={route_stats.consecutive_overlap(loads):.3f} "
             f"(k/n_expert={facts.n_expert_used / n_expert:.3f} is no memory) "
             f"top10pct_share={route_stats.top_expert_share(loads, n_expert):.3f} "
-            f"(0.1 is uniform)")
+            f"(0.1 is uniform) {_weight_fields(traced.weights)}")
+
+
+def _weight_fields(weights: np.ndarray) -> str:
+    """The router weights' shape, as dropping sees it: the top slot, and the share of the other
+    slots (and of the whole weight mass) below frac/k."""
+    figures = route_stats.weight_figures(weights) if weights.size else None
+    if figures is None or math.isnan(figures.top_slot_mean):
+        return "router_weights=unmeasured"
+    below = " ".join(f"below_{f:g}k_slots={figures.below_share[f]:.3f} "
+                     f"below_{f:g}k_mass={figures.below_mass[f]:.3f}"
+                     for f in sorted(figures.below_share))
+    return (f"top_slot_mean={figures.top_slot_mean:.3f} top_slot_p10={figures.top_slot_p10:.3f} "
+            f"{below}")
 
 
 def _rate(runs: list[ArmRun]) -> float:

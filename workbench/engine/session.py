@@ -21,6 +21,7 @@ from workbench.backend.abort import AbortFlag
 from workbench.config import Config, signature, validate
 from workbench.engine.chat.fallback import fallback_template
 from workbench.engine.chat.history import assistant_history_message, find_divergence
+from workbench.engine.chat.reasoning import ContinueError
 from workbench.engine.chat.template import ChatTemplate
 from workbench.engine.chat.think import ThinkControl, probe_think_control
 from workbench.engine.engine_thread import ThreadOwner, WrongThreadError
@@ -106,7 +107,6 @@ class Session:
         *,
         sink: Sink | None = None,
         progress: Callable[[float], bool] | None = None,
-        trace_routing: bool = False,
         kv_dir: Path | None = None,
         record_routes: bool = False,
         max_route_loads: int | None = None,
@@ -114,14 +114,12 @@ class Session:
         """Validate, load the model and create the context. Raises SessionError.
 
         `progress` gets the load fraction and may return False to cancel the load.
-        `trace_routing` records every layer's routed experts while streaming (tests, replay).
         `kv_dir` is where conversations' KV states are kept across restarts (None: memory only).
         `record_routes` keeps every turn's routing as RouteLoads (`streaming.routes`; the last
-        `max_route_loads` layer loads, None: all) for route traces and the cache-sizing view.
+        `max_route_loads` layer loads, None: all) for route traces, the cache-sizing view, the
+        benches and the gates. It drains the streamer's records after each decode, so read them
+        there, not with `ExpertStreamer.take_routes()`.
         """
-        if trace_routing and record_routes:  # both would drain the one native trace
-            raise ValueError("trace_routing and record_routes exclude each other: use "
-                             "record_routes and read streaming.routes")
         problems = validate(config)
         if problems:
             raise SessionError("; ".join(p.message for p in problems))
@@ -135,7 +133,7 @@ class Session:
             raise SessionError(str(exc)) from exc
         self.config = config.replace(model=str(path))
         try:
-            self._load(path, progress, trace_routing, (record_routes, max_route_loads))
+            self._load(path, progress, (record_routes, max_route_loads))
         except BaseException:
             self._free()
             raise
@@ -145,14 +143,13 @@ class Session:
         self._pool = make_pool(self.config, self.run_info, kv_dir)
         return self
 
-    def _load(self, path: Path, progress: Callable[[float], bool] | None, trace: bool,
+    def _load(self, path: Path, progress: Callable[[float], bool] | None,
               routes: tuple[bool, int | None] = (False, None)) -> None:
         cfg = self.config
         overrides = expert_override(cfg, self.facts)
         if cfg.moe_stream:
             try:
-                self._streaming = StreamingRuntime(cfg, self.facts, trace=trace,
-                                                   record_routes=routes[0],
+                self._streaming = StreamingRuntime(cfg, self.facts, record_routes=routes[0],
                                                    max_route_loads=routes[1])
             except (NotStreamableError, StreamerError) as exc:
                 raise SessionError(str(exc)) from exc
@@ -438,6 +435,10 @@ class Session:
                                   error=f"{self._streaming.failed}. Reopen the model to continue.")
         n_predict = request.n_predict if request.n_predict is not None else self.config.n_predict
         think = request.think if request.think is not None else self.config.think
+        if request.continue_reasoning:
+            # Reasoning came after the prompt with thinking on: its continuation must too (off,
+            # some templates close the span in the prompt, before the reasoning goes on).
+            think = True
         if request.images and self._projector is None:
             return _rejected(NO_PROJECTOR)
         try:
@@ -446,9 +447,13 @@ class Session:
             prompt = self._prompts.build(self.history, request.text, think=think,
                                          system_prompt=self.config.system_prompt,
                                          images=request.images, table=self._images)
-            self._prompts.extend(prompt, request.continue_from)
+            self._prompts.extend(prompt, request.continue_from, request.continue_reasoning)
         except ImageInputError as exc:
             return _rejected(f"{exc}. The message was not sent; nothing was lost.")
+        except ContinueError as exc:
+            prompt.close()
+            return _rejected(f"This answer cannot be continued: {exc}. It is unchanged; "
+                             "Regenerate makes a new version of it.")
         try:
             return self._run(request, prompt, n_predict, started_ns, on_token, on_prefill)
         finally:

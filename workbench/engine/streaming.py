@@ -61,8 +61,8 @@ class StreamingInfo:
 class StreamingRuntime:
     """Owns the ExpertStreamer of one session and turns its counters into telemetry."""
 
-    def __init__(self, config: Config, facts: ModelFacts, *, trace: bool = False,
-                 record_routes: bool = False, max_route_loads: int | None = None) -> None:
+    def __init__(self, config: Config, facts: ModelFacts, *, record_routes: bool = False,
+                 max_route_loads: int | None = None) -> None:
         check_streamable(facts.arch, facts.n_expert, facts.path.name)
         self.facts = facts
         self.experts = expert_tensors(facts.path)
@@ -79,7 +79,7 @@ class StreamingRuntime:
         self.drop = DropPolicy(config.drop_cold_frac, config.drop_renorm, config.drop_prefill)
         self.streamer = ExpertStreamer(
             list(facts.shards), lanes=config.io_threads, o_direct=config.o_direct,
-            budget_bytes=self.budget.bytes, trace=trace or record_routes, drop=self.drop,
+            budget_bytes=self.budget.bytes, trace=record_routes, drop=self.drop,
         )
         self.routes = RouteRecorder(self.streamer, max_route_loads) if record_routes else None
         self.dense_bytes_read = 0

@@ -3,12 +3,12 @@
 A cache, dropping and replay only mean something on routing that churns: varied tokens, experts
 that recur across consecutive tokens without being the same every time, a few hot experts and a
 long tail, router weights with a dominant top slot and a tail of small ones. These pure functions
-compute those figures from what the streamer's trace gives (`ExpertStreamer.take_trace()`: one
-`(layer, unique expert ids)` per load) and from router weights ((n_tokens, k) arrays, as
+compute those figures from the recorded route loads as the cache looked them up (`routes.looked_up`:
+one `(layer, unique expert ids)` per load) and from router weights ((n_tokens, k) arrays, as
 `RouteLoad.weights` holds them). The synthetic bench model's tests and the benches share them.
 
-Loads are expected to be decode loads (one token each), in order; drop the prefill's loads first
-(take the trace once when the prefill ends), since a prefill load merges a whole batch.
+Loads are expected to be decode loads (one token each), in order; leave the prefill's out (keep
+the `Phase.DECODE` records), since a prefill load merges a whole batch.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ Slots are in router rank order (slot 0 is the top-weighted expert), as the topk 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -61,3 +62,9 @@ class RouteLoad:
         flat = ids.reshape(-1)
         _, first = np.unique(flat, return_index=True)
         return flat[np.sort(first)]
+
+
+def looked_up(routes: Iterable[RouteLoad]) -> list[tuple[int, list[int]]]:
+    """(layer, the distinct experts it looked up) per load, in order: what the expert cache saw
+    (see `RouteLoad.unique_experts`), as the LRU replays and `route_stats` take it."""
+    return [(route.layer, [int(e) for e in route.unique_experts()]) for route in routes]

@@ -81,12 +81,6 @@ class ExpertMapSnapshot:
     cached: bool  # an LRU cache exists; without one nothing stays resident (all False)
 
 
-def looked_up(route: RouteLoad) -> list[int]:
-    """The distinct experts a load looked up, in the native cache's order (see
-    `RouteLoad.unique_experts`)."""
-    return [int(e) for e in route.unique_experts()]
-
-
 class StreamerError(RuntimeError):
     """The streamer could not be set up or failed while reading; the message says why."""
 
@@ -241,11 +235,6 @@ class ExpertStreamer:
                 dropped=dropped[at: at + n].reshape(shape).view(np.bool_)))
             at += n
         return out
-
-    def take_trace(self) -> list[tuple[int, list[int]]]:
-        """(layer, distinct expert ids looked up) per load since the last take, in the cache's
-        order (needs trace=True). Derived from `take_routes()`, which it consumes."""
-        return [(route.layer, looked_up(route)) for route in self.take_routes()]
 
     def layer_experts(self) -> np.ndarray:
         """Experts the streamer manages per layer index (0 for a dense layer), up to the last
