@@ -16,6 +16,10 @@ from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
 from workbench.config import Config
+from workbench.ui.chat.qt_chat_view import QtChatView
+from workbench.ui.chat.qt_composer import QtComposer
+from workbench.ui.chat.qt_message_widget import QtMessageWidget
+from workbench.ui.chat.shown import ShownMessage
 from workbench.ui.qt_theme import apply_theme, plot_colours
 from workbench.ui.runs.qt_runs_page import QtRunsPage
 from workbench.ui.settings.preset_store import PresetStore
@@ -74,7 +78,10 @@ def dim_labels(qtbot: Any) -> tuple[dict[str, QLabel], list[QWidget]]:
     settings = QtSettingsPanel(Config())
     presets = QtPresetsBox(PresetStore(no_store), Config())
     runs = QtRunsPage(no_store, Config())
-    for widget in (telemetry, expert_map, sizing, settings, presets, runs):
+    chat_view, composer = QtChatView(), QtComposer()
+    message = QtMessageWidget(ShownMessage(id=1, role="assistant", content="Hi"))
+    for widget in (telemetry, expert_map, sizing, settings, presets, runs, chat_view, composer,
+                   message):
         qtbot.addWidget(widget)
     presets.show_status("Saved preset 'x'.")
     runs.show_status("Compared 2 runs.")
@@ -86,6 +93,9 @@ def dim_labels(qtbot: Any) -> tuple[dict[str, QLabel], list[QWidget]]:
         "cache sizing message": sizing.message, "cache sizing budget": sizing.budget_label,
         "cache sizing readout": sizing.readout, "presets status": presets.status,
         "runs status": runs.status, "compare methods": runs.compare_view.methods,
+        "chat placeholder": chat_view.placeholder, "composer think note": composer.think_note,
+        "composer hint": composer.hint, "composer forecast": composer.forecast,
+        "message stats": message.stats,
     }
     labels |= {f"headline {name}": label
                for name, label in telemetry.headline_row.names.items()}
@@ -94,7 +104,8 @@ def dim_labels(qtbot: Any) -> tuple[dict[str, QLabel], list[QWidget]]:
               if label.parent() is box and label.wordWrap()]
     assert blurbs
     labels |= {f"blurb {i}": label for i, label in enumerate(blurbs)}
-    return labels, [telemetry, expert_map, sizing, settings, presets, runs]
+    return labels, [telemetry, expert_map, sizing, settings, presets, runs, chat_view, composer,
+                    message]
 
 
 def test_secondary_text_reads_on_either_theme_and_follows_a_switch(qtbot, restore_theme):

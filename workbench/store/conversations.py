@@ -16,8 +16,8 @@ from workbench.store.schema import transaction
 CONVERSATION_COLUMNS = "id, title, created_at, updated_at, active_leaf_id, deleted_at"
 
 # The settings that are a conversation's own: the system prompt and the Sampling group, all
-# per-request (the window applies them: ui/chat/conversation_settings.py, whose KEYS is this set;
-# the store cannot import the window, so the rule is stated here, where files are read).
+# per-request (the window applies them: ui/chat/conversation_settings.py takes its KEYS from here;
+# the store cannot import the window, so the set is declared here, where files are read).
 SETTING_KEYS: frozenset[str] = frozenset(
     {"system_prompt"} | {s.name for s in SETTINGS if s.group == "Sampling"})
 _KINDS = {"int": "a whole number", "float": "a number", "bool": "true or false"}

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from workbench.config import SETTINGS, Config, validate
+from workbench.config import Config, validate
+from workbench.store.conversations import SETTING_KEYS
 
-KEYS: frozenset[str] = frozenset(
-    {"system_prompt"} | {s.name for s in SETTINGS if s.group == "Sampling"})
+KEYS = SETTING_KEYS  # what the store keeps per conversation is what the window applies
 
 
 def settings_of(config: Config) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 from workbench.embedded import SUGGESTED_QUESTION
 from workbench.ui.chat.qt_message_widget import QtMessageWidget
 from workbench.ui.chat.shown import ShownMessage
+from workbench.ui.qt_text_style import dim_text
 
 _BOTTOM_SLACK = 8  # px: "at the bottom" despite rounding
 
@@ -44,7 +45,7 @@ class QtChatView(QWidget):
         self._layout.setSpacing(10)
         self.placeholder = QLabel(f"Type a message below to start, e.g. “{SUGGESTED_QUESTION}”\n"
                                   "Enter sends, Shift+Enter adds a line, Esc stops an answer.")
-        self.placeholder.setStyleSheet("color: #888;")
+        dim_text(self.placeholder)
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self._layout.addWidget(self.placeholder)
         self._layout.addStretch(1)

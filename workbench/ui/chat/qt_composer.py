@@ -29,6 +29,7 @@ from workbench.ui.chat.qt_context_gauge import QtContextGauge
 from workbench.ui.chat.qt_thumbnails import QtThumbnailStrip
 from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.qt_plain_label import plain_label
+from workbench.ui.qt_text_style import SMALL_PX, dim_text
 
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.gif *.bmp);;All files (*)"
 NO_PROJECTOR_HINT = (
@@ -113,15 +114,15 @@ class QtComposer(QWidget):
         self.button.clicked.connect(self._clicked)
         self.think = QCheckBox("Thinking")
         self.think_note = plain_label()
-        self.think_note.setStyleSheet("color: #888; font-size: 11px;")
+        dim_text(self.think_note, pixel_size=SMALL_PX)
         self.think_note.setWordWrap(True)
         self.gauge = QtContextGauge()
         self.hint = plain_label()
-        self.hint.setStyleSheet("color: #888; font-size: 11px;")
+        dim_text(self.hint, pixel_size=SMALL_PX)
         self.hint.setWordWrap(True)
         # What the draft would cost to read before its first token, updated as the user types.
         self.forecast = plain_label()
-        self.forecast.setStyleSheet("color: #888; font-size: 11px;")
+        dim_text(self.forecast, pixel_size=SMALL_PX)
         row = QHBoxLayout()
         row.addWidget(self.prompt, 1)
         row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)

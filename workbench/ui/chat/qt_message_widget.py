@@ -34,7 +34,7 @@ from workbench.ui.chat.shown import ShownMessage
 from workbench.ui.chat.stats_line import thought_label
 from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.qt_plain_label import plain_label
-from workbench.ui.qt_text_style import style_text
+from workbench.ui.qt_text_style import SMALL_PX, dim_text, style_text
 from workbench.ui.ui_pacer import shared_pacer
 
 RENDER_MS = 100  # streaming text is laid out at most 10 times a second...
@@ -122,7 +122,7 @@ class QtMessageWidget(QFrame):
         style_text(self.error, "#b00020")
         self.stats = plain_label()
         self.stats.setWordWrap(True)
-        style_text(self.stats, "#888", pixel_size=11)
+        dim_text(self.stats, pixel_size=SMALL_PX)
         self.stats.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(10, 6, 10, 6)
