@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import Qt
 
 from tests.ui.user_actions import WAIT, send
@@ -43,6 +44,36 @@ def test_continue_after_the_token_limit_appends_to_the_same_answer(qtbot, make_w
     assert stored.content == answer.shown.content and stored.status == "complete"
     assert stored.stats.stop_reason == "length"  # cut again: Continue is offered again
     assert answer.continue_button.isVisible()
+
+
+def test_a_continued_answer_s_stats_describe_both_runs_live_and_reopened(qtbot, make_window):
+    window = make_window()  # 16 tokens per answer
+    send(qtbot, window, STORY)
+    first = window.chat.last_result.summary
+    continue_(qtbot, window, window.chat_view.messages[-1])
+    second = window.chat.last_result.summary
+    total = first.n_generated + second.n_generated
+    rate = total / (first.gen_seconds + second.gen_seconds)
+
+    def check(widget) -> None:
+        stats, line = widget.shown.stats, widget.stats.text()
+        assert stats.n_generated == total and f"{total} tokens" in line
+        assert stats.tok_s == pytest.approx(rate, abs=0.01) and f"{stats.tok_s:.1f} tok/s" in line
+        # The question's prefill, not the continuation's re-read of a token or two.
+        assert stats.n_prompt == first.n_prompt and stats.n_reused == first.n_reused
+        assert "continued 1×" in line and line.endswith("token limit reached")
+
+    check(window.chat_view.messages[-1])
+    with Store.open(default_path(), recover=False) as store:  # the runs say the same
+        runs = store.list_runs(message_id=window.chat_view.messages[-1].shown.id)
+        assert len(runs) == 2
+        assert sum(r.summary["n_generated"] for r in runs) == total
+    cid = window.chat.conversation_id
+    for each in (None, cid):  # away and back: the line is drawn from what was stored
+        task = window.tasks.spawn(window.chat.open_conversation(each))
+        qtbot.waitUntil(task.done, timeout=WAIT)
+    check(window.chat_view.messages[-1])
+    assert stored_path(window)[-1].stats == window.chat_view.messages[-1].shown.stats
 
 
 def test_continue_after_stop_finishes_the_answer_and_it_joins_the_context(qtbot, make_window,

@@ -154,6 +154,7 @@ def test_stats_leave_out_what_was_not_measured():
     stats = stats_from_result(GenerateResult(ok=True, stop_reason=StopReason.EOS,
                                              summary=summary), think_s=2.0, n_think=4)
     assert stats.tok_s == 20.0 and stats.n_reused == 5 and stats.stop_reason == "eos"
+    assert stats.gen_s == 0.5  # kept, so a Continue can rate the whole answer
     assert stats.cache_hit_pct is None and "cache_hit_pct" not in stats.to_json()
     assert thought_label(stats, live=False) == "Thought for 2.0 s"
     rejected = stats_from_result(GenerateResult(ok=False, stop_reason=StopReason.REJECTED))

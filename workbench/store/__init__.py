@@ -12,7 +12,7 @@ from workbench.store.faults import (
     StoreUnwritable,
 )
 from workbench.store.images import StoredImage, new_image
-from workbench.store.message_stats import MessageStats
+from workbench.store.message_stats import MessageStats, continued_stats
 from workbench.store.records import (
     ROLES,
     STATUSES,
@@ -48,6 +48,7 @@ __all__ = [
     "StoreFull",
     "StoreUnwritable",
     "StoredImage",
+    "continued_stats",
     "default_path",
     "format_stats_line",
     "new_image",

@@ -41,7 +41,7 @@ def image_phrase(stats: MessageStats) -> str:
 
 def format_stats_line(stats: MessageStats) -> str:
     """E.g. "41.2 tok/s · 128 tokens · prefill 35 tokens in 0.21 s · TTFT 0.25 s · 30 reused ·
-    cache hit 92% · finished"; empty when nothing was measured."""
+    cache hit 92% · continued 1× · finished"; empty when nothing was measured."""
     parts: list[str] = []
     if (rate := _measured(stats.tok_s)) is not None:
         parts.append(f"{rate:.1f} tok/s")
@@ -66,6 +66,10 @@ def format_stats_line(stats: MessageStats) -> str:
             parts.append(f"{reused:.0f} reused")
     if (hit := _measured(stats.cache_hit_pct)) is not None:
         parts.append(f"cache hit {hit:.0f}%")
+    # The prompt figures above are the question's (the first run's): this says more runs
+    # generated on, and the tokens and tok/s count them all.
+    if continued := _measured(stats.n_continued):
+        parts.append(f"continued {continued:.0f}×")
     if reason := stats.stop_reason:
         parts.append(STOP_WORDS.get(reason, reason))
     return SEPARATOR.join(parts)

@@ -23,7 +23,7 @@ from workbench.engine.requests import (
     StopReason,
     TokenEvent,
 )
-from workbench.store import Message, MessageStats, StoredImage
+from workbench.store import Message, MessageStats, StoredImage, continued_stats
 from workbench.ui.bridge import EngineBridge, LoadedModel
 from workbench.ui.chat import auto_title, conversation_settings
 from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
@@ -496,7 +496,9 @@ class ChatController:
         stats = keep_stats or stats_from_result(result, think_s=recorder.thinking_seconds(),
                                                 n_think=recorder.thinking_tokens)
         if continued is not None and keep_stats is None:
-            stats = _with_earlier_thinking(stats, continued)
+            # Generated on by Continue: stored combined, so the line under the answer (now
+            # and when reopened) describes all of its runs, not only this one.
+            stats = continued_stats(continued, stats)
         if run_id is not None and recorder.rows:
             stats = stats.replace(run_id=run_id, x_start=series.x_start)
         error = answer.error if unchanged else result.error
@@ -663,16 +665,6 @@ def _load_path(store: Any, conversation_id: int) -> tuple[list[ShownMessage], li
     images = store.message_images(m.id for m in path)
     return [ShownMessage.from_store(m, store.siblings(m.id), images.get(m.id))
             for m in path], path
-
-
-def _with_earlier_thinking(stats: MessageStats, earlier: MessageStats) -> MessageStats:
-    """A continued answer's reasoning began in its earlier runs: its label counts them too."""
-    if not earlier.n_think:
-        return stats
-    think_s = stats.think_s
-    if earlier.think_s is not None:
-        think_s = round(earlier.think_s + (think_s or 0.0), 3)
-    return stats.replace(n_think=earlier.n_think + (stats.n_think or 0), think_s=think_s)
 
 
 @dataclass(slots=True)

@@ -31,6 +31,8 @@ def stats_from_result(
         n_ctx=s.n_ctx, prefill_s=round(s.prefill_seconds, 4),
         ttft_s=round(s.ttft_seconds, 4) if s.n_generated > 0 else None,
         tok_s=_measured(s.tokens_per_second, 2),
+        # Kept so a Continue can rate the whole answer: its tokens over all runs' decode time.
+        gen_s=round(s.gen_seconds, 4) if s.n_generated > 0 and s.gen_seconds >= 0 else None,
         prefill_tok_s=_measured(s.prefill_tokens_per_second, 1),
         cache_hit_pct=_measured(s.cache_hit_pct, 1), kv_source=s.kv_source or None,
         n_images=s.n_images if s.n_images >= 0 else None,
