@@ -1,6 +1,8 @@
 """Secondary text reads on both themes: every hint, readout and "nothing yet" message that used to
 be a fixed grey has at least 3:1 contrast (WCAG's floor for large or secondary text) against
 what it is drawn on, in light and in dark, and after switching between them at run time.
+Errors and warnings, which used to be fixed dark reds and browns, reach 4.5:1 (WCAG's floor for
+body text) the same way, and so does the notice bar's text on its fill.
 
 The colours are the ones Qt paints with: the label's foreground role looked up in its palette
 (a style sheet's `color:` lands there too), composited over its background role.
@@ -9,6 +11,7 @@ The colours are the ones Qt paints with: the label's foreground role looked up i
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +23,11 @@ from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
 from workbench.ui.chat.qt_message_widget import QtMessageWidget
 from workbench.ui.chat.shown import ShownMessage
+from workbench.ui.models import qt_model_picker
+from workbench.ui.models.qt_model_picker import QtModelPicker
+from workbench.ui.qt_notice_bar import QtNoticeBar
 from workbench.ui.qt_theme import apply_theme, plot_colours
+from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog
 from workbench.ui.runs.qt_runs_page import QtRunsPage
 from workbench.ui.settings.preset_store import PresetStore
 from workbench.ui.settings.qt_presets_box import QtPresetsBox
@@ -31,6 +38,8 @@ from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
 from workbench.ui.ui_pacer import UiPacer
 
 MIN_CONTRAST = 3.0
+TONE_CONTRAST = 4.5
+WAIT = 10_000
 
 
 def luminance(colour: QColor) -> float:
@@ -124,3 +133,69 @@ def test_secondary_text_reads_on_either_theme_and_follows_a_switch(qtbot, restor
         empties = telemetry._empty_labels.values()
         assert empties and all(contrast(item.color, QColor(colours.background)) >= MIN_CONTRAST
                                for item in empties), theme
+
+
+def toned_labels(qtbot: Any, model: Path) -> tuple[dict[str, QLabel], list[QWidget]]:
+    """Every error and warning label, made to show its error state; and their widgets."""
+    settings = QtSettingsPanel(Config())
+    row = next(iter(settings.rows.values()))
+    row.set_inactive("Only used when the model has experts.")
+    row.set_problems(["Must be at least 1."])
+    presets = QtPresetsBox(PresetStore(no_store), Config())
+    presets.show_status("Could not save the preset.", error=True)
+    runs = QtRunsPage(no_store, Config())
+    runs.show_status("Could not read the runs.", error=True)
+    message = QtMessageWidget(ShownMessage(id=1, role="assistant", content="Hi", status="error",
+                                           error="The model failed."))
+    matrix = QtMatrixDialog([], Config())
+    matrix._say("Failed: no prompts.", error=True)
+    picker = QtModelPicker(Config(model=str(model)))
+    widgets: list[QWidget] = [settings, presets, runs, message, matrix, picker]
+    for widget in widgets:
+        qtbot.addWidget(widget)
+    qtbot.waitUntil(lambda: picker.scans_done == 1, timeout=WAIT)
+    picker.select(str(model))
+    qtbot.waitUntil(lambda: picker.estimate.text() != "", timeout=WAIT)
+    assert message.badge.text() and message.note.text()
+    return {
+        "setting reason": row.reason, "setting problem": row.problem,
+        "settings reopen note": settings.reopen_label, "presets error": presets.status,
+        "runs error": runs.status, "message error": message.error, "message note": message.note,
+        "message badge": message.badge, "matrix log error": matrix.log,
+        "model picker estimate (does not fit)": picker.estimate,
+    }, widgets
+
+
+@pytest.mark.parametrize("built_under", ["light", "dark"])
+def test_errors_and_warnings_read_on_either_theme_and_follow_a_switch(
+        qtbot, restore_theme, aloop, monkeypatch, embedded_model_path, built_under):
+    monkeypatch.setattr(qt_model_picker, "available_memory_mib", lambda: 1.0)  # nothing fits
+    other = "dark" if built_under == "light" else "light"
+    apply_theme(built_under)
+    labels, widgets = toned_labels(qtbot, embedded_model_path)
+    notice = QtNoticeBar()
+    qtbot.addWidget(notice)
+    notice.resize(480, 40)
+    notice.show_error("The model would not load.", "Open another")
+    matrix = widgets[4]
+    assert isinstance(matrix, QtMatrixDialog)
+    for theme in (built_under, other, built_under):
+        apply_theme(theme)
+        QApplication.processEvents()
+        poor = {name: round(text_contrast(label), 2) for name, label in labels.items()
+                if text_contrast(label) < TONE_CONTRAST}
+        assert not poor, f"{theme}: {poor}"
+        plain = QGuiApplication.palette().color(QPalette.ColorRole.WindowText)
+        untoned = [name for name, label in labels.items()
+                   if label.palette().color(label.foregroundRole()) == plain]
+        assert not untoned, f"{theme}: not in their error state: {untoned}"
+        # The bar's fill is a style sheet: take it from what the bar paints, inside its border.
+        fill = notice.grab().toImage().pixelColor(3, 3)
+        text = notice.label.palette().color(notice.label.foregroundRole())
+        assert contrast(text, fill) >= TONE_CONTRAST, (theme, text.name(), fill.name())
+    # Out of its error state, a label takes the theme's own text colour, and keeps following.
+    matrix._say("Running…")
+    apply_theme(other)
+    QApplication.processEvents()
+    assert (matrix.log.palette().color(matrix.log.foregroundRole())
+            == QGuiApplication.palette().color(QPalette.ColorRole.WindowText))

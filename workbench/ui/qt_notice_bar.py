@@ -10,15 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QWidget
 
 from workbench.ui.qt_plain_label import plain_label
+from workbench.ui.qt_theme import tones
 
-_STYLES = {
-    "error": "QFrame#noticeBar { background: #fdecea; border: 1px solid #f5c2c0; }",
-    "info": "QFrame#noticeBar { background: #eef5ee; border: 1px solid #c5dec5; }",
-}
+
+def bar_style(kind: str) -> str:
+    """The bar's fill for `kind` ("error" or "info") on the theme in force: a light fill under
+    the dark theme's light text would leave the text unreadable."""
+    t = tones()
+    fill, edge = (t.error_fill, t.error_edge) if kind == "error" else (t.info_fill, t.info_edge)
+    return f"QFrame#noticeBar {{ background: {fill}; border: 1px solid {edge}; }}"
 
 
 class QtNoticeBar(QFrame):
@@ -70,7 +74,7 @@ class QtNoticeBar(QFrame):
     def _show(self, kind: str, text: str, action: str, callback: Callable[[], None] | None,
               more: Sequence[tuple[str, Callable[[], None]]], closable: bool) -> None:
         self.kind = kind
-        self.setStyleSheet(_STYLES[kind])
+        self._restyle()
         self.label.setText(text)
         self.action.setText(action)
         self.action.setVisible(bool(action))
@@ -88,6 +92,18 @@ class QtNoticeBar(QFrame):
         self._more_callbacks = [cb for _, cb in more]
         self.close_button.setVisible(closable)
         self.setVisible(True)
+
+    def changeEvent(self, event: QEvent) -> None:
+        # View > Theme changes every widget's palette: take the new theme's fill. The style
+        # sheet changes the palette too, so _restyle sets it only when it differs (no loop).
+        if event.type() == QEvent.Type.PaletteChange:
+            self._restyle()
+        super().changeEvent(event)
+
+    def _restyle(self) -> None:
+        style = bar_style(self.kind) if self.kind else ""
+        if style != self.styleSheet():
+            self.setStyleSheet(style)
 
     def dismiss(self) -> None:
         self.setVisible(False)

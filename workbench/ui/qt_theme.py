@@ -34,6 +34,27 @@ DARK_PLOTS = PlotColours("#1e1f22", "#c8c8c8", "#e6e6e6", "#5a5a5a", (30, 31, 34
 LIGHT_INK = "#222222"  # the colour series.py gives the curve that DARK_PLOTS.ink replaces
 
 
+@dataclass(frozen=True, slots=True)
+class Tones:
+    """Text that means something (an error, a warning or note), and the notice bar's fills.
+
+    Each theme has its own: the light theme's deep red is 1.9:1 on the dark window, and a red
+    bright enough for the dark window is 2.2:1 on the light one. Every text colour is >= 4.5:1
+    on its theme's window and base (tests/ui/test_theme_contrast.py).
+    """
+
+    error: str
+    warning: str  # also notes: "reopens the model", a setting's reason to be off, "stopped"
+    error_fill: str  # the notice bar's background and border; its text stays WindowText
+    error_edge: str
+    info_fill: str
+    info_edge: str
+
+
+LIGHT_TONES = Tones("#b00020", "#8a5a00", "#fdecea", "#f5c2c0", "#eef5ee", "#c5dec5")
+DARK_TONES = Tones("#ff7b7b", "#e0b050", "#4a2a2d", "#7a3e40", "#26382a", "#3f6145")
+
+
 def resolve(choice: str) -> str:
     """"light" or "dark" for a theme choice."""
     if choice not in THEMES:
@@ -82,3 +103,7 @@ def is_dark() -> bool:
 
 def plot_colours() -> PlotColours:
     return DARK_PLOTS if is_dark() else LIGHT_PLOTS
+
+
+def tones() -> Tones:
+    return DARK_TONES if is_dark() else LIGHT_TONES

@@ -34,7 +34,7 @@ from workbench.ui.chat.shown import ShownMessage
 from workbench.ui.chat.stats_line import thought_label
 from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.qt_plain_label import plain_label
-from workbench.ui.qt_text_style import SMALL_PX, dim_text, style_text
+from workbench.ui.qt_text_style import SMALL_PX, dim_text, tone_text
 from workbench.ui.ui_pacer import shared_pacer
 
 RENDER_MS = 100  # streaming text is laid out at most 10 times a second...
@@ -78,7 +78,7 @@ class QtMessageWidget(QFrame):
         self.prev_button.clicked.connect(lambda: self._go(self.shown.previous_id))
         self.next_button.clicked.connect(lambda: self._go(self.shown.next_id))
         self.badge = QLabel()
-        style_text(self.badge, "#b35900", bold=True)
+        tone_text(self.badge, "warning", bold=True)
         self.copy_button = _tool("Copy", "Copy this message")
         self.copy_button.clicked.connect(self.copy)
         self.edit_button = _tool("Edit", "Edit and resend (the original stays as a version)")
@@ -115,11 +115,11 @@ class QtMessageWidget(QFrame):
         self._edit_row: QWidget | None = None
         self.note = plain_label()
         self.note.setWordWrap(True)
-        style_text(self.note, "#8a6d3b", italic=True)
+        tone_text(self.note, "warning", italic=True)
         self.error = plain_label()
         self.error.setWordWrap(True)
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        style_text(self.error, "#b00020")
+        tone_text(self.error, "error")
         self.stats = plain_label()
         self.stats.setWordWrap(True)
         dim_text(self.stats, pixel_size=SMALL_PX)

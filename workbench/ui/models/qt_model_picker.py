@@ -42,6 +42,7 @@ from workbench.ui.models.discovery import FoundModel, Source
 from workbench.ui.models.estimate import available_memory_mib, estimate_memory
 from workbench.ui.models.recent import load_recent
 from workbench.ui.qt_plain_label import plain_label
+from workbench.ui.qt_text_style import tone_text
 from workbench.ui.tasks import Tasks
 
 BUNDLED = "bundled:default"
@@ -302,7 +303,7 @@ class QtModelPicker(QDialog):
             return
         est = estimate_memory(self.facts, self.n_ctx.value(), available_memory_mib())
         self.estimate.setText("\n".join(est.lines()))
-        self.estimate.setStyleSheet("" if est.fits is not False else "color: #b00020;")
+        tone_text(self.estimate, "error" if est.fits is False else None)
 
     async def _browse_mmproj(self) -> None:
         path, _ = await asyncWrap(lambda: QFileDialog.getOpenFileName(

@@ -37,6 +37,7 @@ from workbench.bench.arms import DEFAULT_PROMPTS, ArmError, read_prompts
 from workbench.bench.matrix import ORDERS, MatrixError, MatrixPlan, MatrixResult, run_matrix
 from workbench.config import Config
 from workbench.presets import Preset, PresetError
+from workbench.ui.qt_text_style import tone_text
 from workbench.ui.runs.matrix_plan import build_plan, default_out_dir
 from workbench.ui.tasks import Tasks
 
@@ -118,7 +119,7 @@ class QtMatrixDialog(QDialog):
 
     def _say(self, text: str, error: bool = False) -> None:
         self.log.setText(text)
-        self.log.setStyleSheet("color: #b00020;" if error else "")
+        tone_text(self.log, "error" if error else None)
 
     def check(self, name: str, on: bool = True) -> None:
         for i in range(self.presets.count()):

@@ -12,7 +12,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from workbench.config import Setting, format_value, requires_text, specials_text
-from workbench.ui.qt_text_style import SMALL_PX, dim_text
+from workbench.ui.qt_text_style import SMALL_PX, dim_text, tone_text
 from workbench.ui.settings.qt_bool_editor import QtBoolEditor
 from workbench.ui.settings.qt_choice_editor import QtChoiceEditor
 from workbench.ui.settings.qt_number_editor import QtNumberEditor
@@ -24,8 +24,6 @@ EDITORS: dict[str, type[Editor]] = {
     "float": QtNumberEditor, "str": QtTextEditor,
 }
 LABEL_WIDTH = 160
-_REASON = "color: #8a6d00; font-size: 11px; font-style: italic;"
-_PROBLEM = "color: #b00020; font-size: 11px;"
 RELOAD_NOTE = "reopens the model"
 
 
@@ -64,8 +62,10 @@ class QtSettingRow(QWidget):
         self.editor.changed.connect(lambda value: self.edited.emit(setting.name, value))
         self.hint = self._small(hint_text(setting))
         dim_text(self.hint, pixel_size=SMALL_PX)
-        self.reason = self._small("", _REASON)
-        self.problem = self._small("", _PROBLEM)
+        self.reason = self._small("")
+        tone_text(self.reason, "warning", pixel_size=SMALL_PX, italic=True)
+        self.problem = self._small("")
+        tone_text(self.problem, "error", pixel_size=SMALL_PX)
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(self.label)
@@ -79,11 +79,9 @@ class QtSettingRow(QWidget):
             layout.addWidget(line)
 
     @staticmethod
-    def _small(text: str, style: str = "") -> QLabel:
+    def _small(text: str) -> QLabel:
         label = QLabel(text)
         label.setWordWrap(True)
-        if style:
-            label.setStyleSheet(style)
         label.setVisible(bool(text))
         return label
 

@@ -25,11 +25,9 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.config import GROUPS, SETTINGS, Config
-from workbench.ui.qt_text_style import SMALL_PX, dim_text
+from workbench.ui.qt_text_style import SMALL_PX, dim_text, tone_text
 from workbench.ui.settings.evaluate import REOPEN_TEXT, Evaluation, evaluate
 from workbench.ui.settings.qt_setting_row import QtSettingRow
-
-_REOPEN = "color: #8a4b00; font-weight: bold;"
 
 
 class QtSettingsPanel(QWidget):
@@ -75,7 +73,7 @@ class QtSettingsPanel(QWidget):
 
         self.status_label = QLabel()
         self.reopen_label = QLabel(REOPEN_TEXT)
-        self.reopen_label.setStyleSheet(_REOPEN)
+        tone_text(self.reopen_label, "warning", bold=True)
         self.revert_button = QPushButton("Revert")
         self.revert_button.setToolTip("Forget the edits that are not applied")
         self.revert_button.clicked.connect(self.revert)
