@@ -11,28 +11,26 @@ when View > Theme swaps the application palette; a role is looked up in whatever
 force when the text is painted.
 
 Text that means something (an error, a warning) is `tone_text`. Qt has no palette role for it,
-so the colour comes from the theme's `Tones` (qt_theme.py) and is set again whenever the
-widget's palette changes, which View > Theme causes for every widget (see `_ToneFilter`).
+and borrowing one the themes set (BrightText, Accent, ToolTipText...) would change what Fusion
+paints with it elsewhere, and there are two. So the widget is marked with its tone, takes the
+colour from the theme's `Tones` (qt_theme.py), and `apply_theme` gives every marked widget the
+new theme's colour when the theme changes.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-import shiboken6
-from PySide6.QtCore import QCoreApplication, QEvent, QObject
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QWidget
 
-from workbench.ui.qt_theme import tones
+from workbench.ui.qt_theme import TEXT_ROLES, TONE_PROPERTY, paint_tone
 
 # Each theme dims its own placeholder text to read on its own window (qt_theme.dark_palette;
 # Qt's standard palette for light), which is what secondary text needs too.
 DIM_ROLE = QPalette.ColorRole.PlaceholderText
 SMALL_PX = 11
 Tone = Literal["error", "warning"]
-_TONE_PROPERTY = "workbenchTextTone"
-_TEXT_ROLES = (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text)
 
 
 def style_text(widget: QWidget, colour: str, *, pixel_size: int = 0, bold: bool = False,
@@ -53,16 +51,13 @@ def tone_text(widget: QWidget, tone: Tone | None, *, pixel_size: int = 0, bold: 
     """Text in the theme's colour for `tone`, following a theme switch; None puts the palette's
     own text colour back (a label that shows an error only sometimes)."""
     if tone is None:
-        if widget.property(_TONE_PROPERTY):
-            widget.setProperty(_TONE_PROPERTY, "")
-            widget.removeEventFilter(_tone_filter())
+        if widget.property(TONE_PROPERTY):
+            widget.setProperty(TONE_PROPERTY, "")
             widget.setPalette(_without_text_colour(widget.palette()))
     else:
-        if not widget.property(_TONE_PROPERTY):
-            widget.installEventFilter(_tone_filter())
-        widget.setProperty(_TONE_PROPERTY, tone)
+        widget.setProperty(TONE_PROPERTY, tone)
         widget.setForegroundRole(QPalette.ColorRole.WindowText)  # the tone, not a dim role
-        _paint_tone(widget)
+        paint_tone(widget)
     _set_font(widget, pixel_size, bold, italic)
 
 
@@ -75,46 +70,9 @@ def status_text(widget: QWidget, error: bool) -> None:
         dim_text(widget)
 
 
-class _ToneFilter(QObject):
-    """Sets a toned widget's colour again when its palette changes.
-
-    Why not a palette role: Qt has none for errors, and borrowing one the themes would set
-    (BrightText, Accent, ToolTipText...) changes what Fusion paints with it elsewhere, needs two
-    (error and warning), and is lost under any palette not made by apply_theme. A palette
-    change reaches every widget whichever way the palette changed (View > Theme, the desktop's
-    scheme), so the widget asks the theme then. One filter serves every toned widget, and it
-    does nothing unless the colour is wrong, so the palette it sets does not loop back here.
-    """
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if (event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange)
-                and isinstance(watched, QWidget)):
-            _paint_tone(watched)
-        return False
-
-
-_filter: _ToneFilter | None = None
-
-
-def _tone_filter() -> _ToneFilter:
-    """The one filter, owned by the application (a new application gets a new filter)."""
-    global _filter
-    if _filter is None or not shiboken6.isValid(_filter):
-        _filter = _ToneFilter(QCoreApplication.instance())
-    return _filter
-
-
-def _paint_tone(widget: QWidget) -> None:
-    tone = widget.property(_TONE_PROPERTY)
-    if tone:
-        colour = QColor(getattr(tones(), tone))
-        if widget.palette().color(QPalette.ColorRole.WindowText) != colour:
-            _set_text_colour(widget, colour)
-
-
 def _set_text_colour(widget: QWidget, colour: QColor) -> None:
     palette = widget.palette()
-    for role in _TEXT_ROLES:
+    for role in TEXT_ROLES:
         palette.setColor(role, colour)
     widget.setPalette(palette)
 
@@ -123,7 +81,7 @@ def _without_text_colour(palette: QPalette) -> QPalette:
     """`palette` with its text roles unset, so the widget inherits them again. Which bits of
     the resolve mask they are is Qt's business: ask a palette with only them set."""
     probe = QPalette()
-    for role in _TEXT_ROLES:
+    for role in TEXT_ROLES:
         probe.setColor(role, QColor())
     cleared = QPalette(palette)
     cleared.setResolveMask(palette.resolveMask() & ~probe.resolveMask())

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
-from PySide6.QtWidgets import QApplication, QStyleFactory
+from PySide6.QtWidgets import QApplication, QStyleFactory, QWidget
 
 from workbench.ui.window_memory import THEMES
 
@@ -93,6 +93,11 @@ def apply_theme(choice: str) -> str:
     if resolved == "dark" and app.style().name().lower() != "fusion":
         app.setStyle(QStyleFactory.create("Fusion"))
     app.setPalette(dark_palette() if resolved == "dark" else app.style().standardPalette())
+    # A toned widget set its text colour itself, so the new palette left it alone: give it the
+    # new theme's. Every theme change comes through here (View > Theme, the desktop's scheme),
+    # so this one pass replaces a watcher on each toned label's every event.
+    for widget in app.allWidgets():
+        paint_tone(widget)
     return resolved
 
 
@@ -107,3 +112,20 @@ def plot_colours() -> PlotColours:
 
 def tones() -> Tones:
     return DARK_TONES if is_dark() else LIGHT_TONES
+
+
+TONE_PROPERTY = "workbenchTextTone"  # "error" or "warning": the widget's text is in that tone
+TEXT_ROLES = (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text)
+
+
+def paint_tone(widget: QWidget) -> None:
+    """Sets a toned widget's text to its tone in the theme in force (nothing for the others)."""
+    tone = widget.property(TONE_PROPERTY)
+    if not tone:
+        return
+    colour = QColor(getattr(tones(), tone))
+    palette = widget.palette()
+    if palette.color(QPalette.ColorRole.WindowText) != colour:
+        for role in TEXT_ROLES:
+            palette.setColor(role, colour)
+        widget.setPalette(palette)
