@@ -39,6 +39,10 @@ class ScriptedBridge:
                            chat_mode=True, think_control="template", template_origin="test",
                            load_seconds=0.0, run_info=info, is_moe=False)
 
+    async def open(self, config: Config, on_progress: Any = None) -> LoadedModel:
+        """The window's load path, with nothing to load."""
+        return self.model(config)
+
     async def set_history(self, messages: list[dict[str, str]], images: object = None) -> None:
         self.history = list(messages)
 

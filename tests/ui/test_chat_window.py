@@ -109,7 +109,7 @@ def test_stop_keeps_the_partial_answer_marked_and_the_next_prompt_works(qtbot, m
     assert "stopped by you" in stopped.stats.text()
     assert stored_path(window)[-1].status == "stopped"
 
-    window.chat.config = window.chat.config.replace(n_predict=8)
+    window.session.config = window.session.config.replace(n_predict=8)
     send(qtbot, window, "Thanks.")
     last = window.chat_view.messages[-1]
     assert last.shown.status == "complete" and len(window.chat_view.messages) == 4

@@ -87,7 +87,7 @@ def test_continue_after_stop_finishes_the_answer_and_it_joins_the_context(qtbot,
     stopped = window.chat_view.messages[-1]
     assert stopped.shown.status == "stopped" and stopped.shown.content
     partial = stopped.shown.content
-    window.chat.config = window.chat.config.replace(n_predict=12)
+    window.session.config = window.session.config.replace(n_predict=12)
     continue_(qtbot, window, stopped)
     grown = window.chat_view.messages[-1]
     assert grown.shown.id == stopped.shown.id and grown.shown.content.startswith(partial)
@@ -95,7 +95,7 @@ def test_continue_after_stop_finishes_the_answer_and_it_joins_the_context(qtbot,
     assert grown.shown.status == "complete" and grown.badge.text() == ""
     assert stored_path(window)[-1].content == grown.shown.content
     # A continued answer is a complete turn: the next message has it in its context.
-    window.chat.config = window.chat.config.replace(n_predict=4)
+    window.session.config = window.session.config.replace(n_predict=4)
     send(qtbot, window, "Thanks.")
     task = window.tasks.spawn(window.bridge._call(
         lambda: [m["content"] for m in window.bridge._session.history]))

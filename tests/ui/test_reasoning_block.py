@@ -19,10 +19,11 @@ def qwen3() -> ChatTemplate:
     return ChatTemplate(source=path.read_text(), bos_token="", eos_token="<|im_end|>")
 
 
-def test_reasoning_streams_into_a_live_block_then_folds(qtbot, make_window, qwen3, model_config):
+def test_reasoning_streams_into_a_live_block_then_folds(qtbot, run, make_window, qwen3,
+                                                        model_config):
     bridge = ScriptedBridge(qwen3, PIECES)
     window = make_window(bridge=bridge, load=False)
-    window._model_loaded(bridge.model(model_config))
+    assert run(window.load_model(model_config)) is not None
     window.composer.send_requested.emit("What is 2 + 2?")
     # The answer is in progress from the press of Enter; its widget comes once both messages
     # are stored.

@@ -1,11 +1,14 @@
 """The main window: conversations (left), chat (centre), docks for live telemetry, settings and
 runs (tabbed on the right, each detachable), status bar.
 
-The window wires widgets to the chat and conversation controllers and runs model loading; all
-of its work is coroutines spawned through `Tasks`, so a failure shows up in the notice bar
-instead of vanishing. Construct it with a bridge and a database worker (tests pass their own).
-Applying settings is the window's job: load-time changes go through the same load path as
-File > Open model, per-request ones go to the open session on the engine thread.
+The window assembles the docks and menus and wires widgets to the controllers; all of its work
+is coroutines spawned through `Tasks`, so a failure shows up in the notice bar instead of
+vanishing. Construct it with a bridge and a database worker (tests pass their own).
+
+Each idea has its own home: the settings in force and the model's lifecycle are the session
+controller's (`session_controller.py`, shown by `session_view.py`), the chat's turns the chat
+controller's (`chat/controller.py`), the store banner `store_banner.py` and its buttons
+`store_salvage.py`, what the window remembers `qt_window_memory.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import gc
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
@@ -30,60 +33,46 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
 from workbench import paths
-from workbench.config import Config, signature
-from workbench.engine.chat.think import ThinkControl, think_control_note
-from workbench.engine.requests import SessionError
-from workbench.store import StoreFault
-from workbench.ui import store_notices
-from workbench.ui.bridge import EngineBridge, LoadCancelled, LoadedModel
-from workbench.ui.chat import conversation_settings
+from workbench.config import Config
+from workbench.ui.bridge import EngineBridge, LoadedModel
+from workbench.ui.chat.controller import ChatController, ChatWidgets
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
 from workbench.ui.chat.qt_conversation_header import (
     QtConversationHeader,
     QtConversationSettingsDialog,
 )
-from workbench.ui.chat_controller import ChatController
 from workbench.ui.conversations.qt_controller import ConversationsController
 from workbench.ui.conversations.qt_conversation_list import QtConversationList
-from workbench.ui.db_worker import AsyncStore, StoreInUse
+from workbench.ui.db_worker import AsyncStore
 from workbench.ui.models.qt_model_picker import QtModelPicker
-from workbench.ui.models.recent import add_recent, recent_file
+from workbench.ui.models.recent import recent_file
 from workbench.ui.qt_notice_bar import QtNoticeBar
 from workbench.ui.qt_status_bar import QtStatusBar
 from workbench.ui.qt_theme import apply_theme, plot_colours
+from workbench.ui.qt_window_memory import RememberedWindow
 from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog
 from workbench.ui.runs.qt_runs_page import QtRunsPage
+from workbench.ui.session_controller import SessionController
+from workbench.ui.session_view import SessionView
 from workbench.ui.settings.qt_settings_page import QtSettingsPage
+from workbench.ui.store_banner import StoreBanner
+from workbench.ui.store_salvage import StoreSalvage
 from workbench.ui.tasks import Tasks
 from workbench.ui.telemetry.qt_cache_sizing import QtCacheSizing
 from workbench.ui.telemetry.qt_expert_map import QtExpertMap
 from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
 from workbench.ui.ui_collector import TICK_MS as COLLECT_TICK_MS
 from workbench.ui.ui_collector import shared_collector
-from workbench.ui.ui_pacer import shared_pacer, ui_share_target
-from workbench.ui.window_memory import (
-    THEMES,
-    WindowMemory,
-    load_memory,
-    save_memory,
-    startup_config,
-)
+from workbench.ui.window_memory import THEMES, WindowMemory, startup_config
 
 log = logging.getLogger("workbench.ui")
 SHUTDOWN_GRACE_S = 10.0
 CHAT_MIN_WIDTH = 300  # px: a message line still holds a few words
 DEFAULT_SIZE = QSize(1440, 900)  # on a smaller screen: the screen's free area (_initial_size)
-STATUS_NOTE_MS = 5000  # how long a transient status-bar note stays
 _DOCK_FEATURES = (QDockWidget.DockWidgetFeature.DockWidgetMovable
                   | QDockWidget.DockWidgetFeature.DockWidgetFloatable
                   | QDockWidget.DockWidgetFeature.DockWidgetClosable)
-
-
-def _sentence(text: str) -> str:
-    """A warning as a sentence of the notice (the CLI's read "warning: ...")."""
-    text = text.strip()
-    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def _initial_size() -> QSize:
@@ -106,10 +95,7 @@ class QtMainWindow(QMainWindow):
         self.setAnimated(False)
         self.setWindowTitle("Workbench")
         self.resize(_initial_size())
-        self.bridge, self.db, self.config = bridge, db, config
-        # The Settings dock's settings: a new conversation starts from them; one with settings
-        # of its own (conversation_settings.py) runs with those while it is open.
-        self.global_config = config
+        self.bridge, self.db = bridge, db
         self.data = data or paths.data_dir()  # conversations, recent models, bench runs
         # Cycles are collected here, on the UI thread, never on the engine's or the database's
         # (ui_collector.py: a collection there destroyed Qt objects and deadlocked the window).
@@ -118,10 +104,9 @@ class QtMainWindow(QMainWindow):
         self._collect_timer.timeout.connect(shared_collector().tick)
         self._collect_timer.start(COLLECT_TICK_MS)
         self.tasks = Tasks(on_error=self._background_error)
-        self.loading = False
         self.closed = asyncio.Event()
-        # One settings change at a time: a second Apply waits for the first's reload to end.
-        self._applying = asyncio.Lock()
+        # The one owner of the settings in force and of the model (session_controller.py).
+        self.session = SessionController(bridge, db.call, config, self.data, self.tasks.spawn)
 
         self.conversation_list = QtConversationList()
         self.chat_view = QtChatView()
@@ -129,7 +114,6 @@ class QtMainWindow(QMainWindow):
         # The conversation database's own bar: it stays while the window runs on a temporary
         # store (a model loading, which clears the notice bar's errors, leaves it alone).
         self.store_banner = QtNoticeBar()
-        self._store_state: tuple[str, list[str], bool] | None = None
         self.composer = QtComposer()
         centre = QWidget()
         centre.setMinimumWidth(CHAT_MIN_WIDTH)
@@ -169,29 +153,60 @@ class QtMainWindow(QMainWindow):
         self.status = QtStatusBar()
         self.setStatusBar(self.status)
 
+        # The chat listens to the session first: a model's widgets are ready before the pages.
         self.chat = ChatController(
-            bridge, db, self.chat_view, self.composer, self.telemetry, self.status, config,
+            self.session, db,
+            ChatWidgets(self.chat_view, self.composer, self.telemetry, self.status,
+                        self.expert_map),
             on_conversations_changed=lambda: self.tasks.spawn(
                 self.conversations.refresh(), name="refresh-list"),
-            on_turn_finished=self._turn_finished, expert_map=self.expert_map,
-            show_error=self.notice.show_error, use_settings=self._use_conversation_settings,
+            on_turn_finished=self._turn_finished, show_error=self.notice.show_error,
         )
+        self.session.listen(SessionView(self.status, self.notice, self.composer,
+                                        self.settings_page, self.runs_page,
+                                        self.conversation_header, self.cache_sizing))
         self.conversations = ConversationsController(
             db, self.conversation_list, self.notice, self._open_conversation,
             lambda: self.chat.conversation_id, self.tasks.spawn, self,
         )
-        db.on_fault = self._store_fault
+        # The store banner's buttons are the salvage's (read when the banner shows them).
+        self.banner = StoreBanner(self.store_banner, db, self.setWindowTitle,
+                                  lambda: self.salvage.actions(self.tasks.spawn))
+        self.salvage = StoreSalvage(db, self.banner, self.notice, self.status,
+                                    lambda: self.chat.generating, self._reload_store)
         # What the last window on this data directory left (window_memory.py): its layout and
         # theme now, its conversation and model once start() runs.
-        self.memory = load_memory(self.data)
-        self._memory_taken = False
+        self.remembered = RememberedWindow(self, self.data, self.tasks.spawn,
+                                           lambda: self.chat.conversation_id,
+                                           lambda: self.theme)
+        self.session.listen(self.remembered)
         self._connect()
         self._build_menus()
         self.setAcceptDrops(True)
-        self.chat.model_ready(None)
+        self.chat.model_changed(None)
         self.set_theme(self.memory.theme)
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._scheme_changed)
-        self._restore_layout()
+        self.remembered.restore_layout()
+
+    # ---- the session's, asked ---------------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        """The settings in force (the session controller's)."""
+        return self.session.config
+
+    @property
+    def global_config(self) -> Config:
+        """The Settings dock's settings: a new conversation starts from them."""
+        return self.session.global_config
+
+    @property
+    def loading(self) -> bool:
+        return self.session.loading
+
+    @property
+    def memory(self) -> WindowMemory:
+        return self.remembered.memory
 
     def _dock(self, title: str, name: str, widget: QWidget) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -220,7 +235,7 @@ class QtMainWindow(QMainWindow):
         self.status.cancel_load_requested.connect(self.bridge.cancel_open)
         self.settings_page.applied.connect(
             lambda config, reopen: spawn(self.apply_settings(config, reopen)))
-        self.settings_page.rerun_with.connect(lambda config: spawn(self.rerun_with(config)))
+        self.settings_page.rerun_with.connect(lambda config: spawn(self.chat.rerun_with(config)))
         self.conversation_header.edit_requested.connect(
             lambda: spawn(self.edit_conversation_settings(), name="conversation-settings"))
         stop = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
@@ -339,7 +354,7 @@ class QtMainWindow(QMainWindow):
         """Fill the conversation list and open the conversation the last window had open, then
         load the configured model (the bundled default when none is set) so the window is
         ready to chat."""
-        self._show_store_state()
+        self.banner.show_state()
         await self.conversations.refresh()
         last = self.memory.conversation_id
         if last is not None and last in self.conversation_list.ids():
@@ -354,7 +369,7 @@ class QtMainWindow(QMainWindow):
             if vanished and not self.config.model:
                 self.notice.show_info(vanished)
 
-    # ---- what the window remembers --------------------------------------------------------
+    # ---- the theme -------------------------------------------------------------------------
 
     def set_theme(self, choice: str) -> None:
         """Light, dark, or the desktop's scheme; the plots follow."""
@@ -369,33 +384,7 @@ class QtMainWindow(QMainWindow):
         if self.theme == "system":
             self.set_theme("system")
 
-    def _restore_layout(self) -> None:
-        geometry = WindowMemory.decode(self.memory.geometry)
-        if geometry:
-            self.restoreGeometry(QByteArray(geometry))
-        state = WindowMemory.decode(self.memory.dock_state)
-        if state:
-            self.restoreState(QByteArray(state))
-
-    def _take_memory(self) -> WindowMemory:
-        """The window as it is now (read while its widgets exist, written off the UI thread)."""
-        memory = self.memory
-        if not self._memory_taken:
-            memory.geometry = WindowMemory.encode(bytes(self.saveGeometry().data()))
-            memory.dock_state = WindowMemory.encode(bytes(self.saveState().data()))
-            memory.conversation_id = self.chat.conversation_id
-            memory.theme = self.theme
-            self._memory_taken = True
-        return memory
-
-    async def _save_memory(self, memory: WindowMemory) -> None:
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, save_memory, self.data,
-                                                             memory)
-        except OSError as exc:
-            # A convenience, not the user's work: the next start opens as a first one. (No
-            # notice: this also runs at shutdown, when the window's widgets may be gone.)
-            log.warning("the window's layout and last model were not remembered: %s", exc)
+    # ---- models and settings: the session controller's ------------------------------------------
 
     async def pick_model(self, preselect: str | None = None) -> None:
         picker = QtModelPicker(self.config, self, preselect=preselect,
@@ -406,125 +395,12 @@ class QtMainWindow(QMainWindow):
             await self.load_model(config)
 
     async def load_model(self, config: Config, reopening: bool = False) -> LoadedModel | None:
-        """Load with progress and Cancel; failures are explained, and the app keeps running.
-
-        `reopening`: the same model again with new load-time settings (the status bar says so).
-        """
-        if self.chat.generating:
-            self.notice.show_error("Stop the answer first, then open another model.")
-            return None
-        if self.loading:
-            self.bridge.cancel_open()
-            return None
-        self.loading = True
-        self.chat.model_ready(None)
-        self.status.set_state("loading")
-        self.status.set_loading(0.0)
-        name = Path(config.model).name if config.model else "the bundled model"
-        self.status.set_model(f"reopening the model ({name}) with the new settings…"
-                              if reopening else f"loading {name}…")
-        model: LoadedModel | None = None
-        try:
-            model = await self.bridge.open(config, self._load_progress)
-        except LoadCancelled:
-            self.notice.show_info("Loading was cancelled; no model is loaded. Open one with "
-                                  "File > Open model….")
-        except SessionError as exc:
-            self.notice.show_error(f"Could not open {name}: {exc}")
-        except Exception as exc:  # e.g. the bundled model cannot be assembled: say so, go on
-            self.notice.show_error(f"Could not open {name}: {exc}. Pick another model with "
-                                   "File > Open model….")
-        finally:
-            self.loading = False
-            self.status.set_loading(None)
-        if model is None:
-            self.status.set_state("no model")
-            self.status.set_model("no model: File > Open model…")
-            return None
-        self._model_loaded(model)
-        return model
-
-    def _load_progress(self, fraction: float) -> None:
-        self.status.set_loading(fraction)
-        self.status.set_state("loading", f"{fraction:.0%}")
-
-    def _model_loaded(self, model: LoadedModel) -> None:
-        self.config = model.config
-        shared_pacer().target_share = ui_share_target(model.config.n_threads)
-        self.chat.model_ready(model)
-        self.cache_sizing.set_model(model)
-        self._show_config(model.config)
-        self.status.set_model(f"{model.name} · {model.arch} · {model.n_ctx} context · "
-                              f"loaded in {model.load_seconds:.1f} s")
-        self.status.set_state("idle")
-        control = ThinkControl(model.think_control)
-        if model.chat_mode:
-            self.composer.set_think_control(control.value, think_control_note(control),
-                                            model.config.think)
-        else:
-            self.composer.set_think_control("none", "raw text: no chat template", False)
-            self.composer.think.setChecked(False)
-        if model.warnings:  # the settings work, but badly (the expert cache cliff): say so
-            self.notice.show_error(" ".join(_sentence(w) for w in model.warnings))
-        elif "synthetic" in model.name.lower():
-            self.notice.show_info("This is a synthetic MoE with random weights: it exercises "
-                                  "expert streaming, and its text is noise.")
-        elif self.notice.kind == "error":
-            self.notice.dismiss()
-        if model.config.model:
-            self.tasks.spawn(self._remember(model.config.model))
-        # The next start opens this model with these settings (saved now: a crash keeps it).
-        self.memory.settings = model.config.to_dict()
-        self.tasks.spawn(self._save_memory(self.memory), name="window-memory")
-
-    async def _remember(self, model: str) -> None:
-        recent = recent_file(self.data)
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, add_recent, model, recent)
-        except OSError as exc:  # the model is open all the same; only the list is behind
-            self.notice.show_error(f"The list of recent models was not updated: {exc}")
-
-    def _show_config(self, config: Config) -> None:
-        """The pages show the settings in force. The settings page is only reset when it
-        shows something else, so edits made meanwhile survive an apply that changed nothing."""
-        if self.settings_page.panel.current != config:
-            self.settings_page.set_config(config)
-        self.runs_page.set_config(config)
-        self.conversation_header.show_config(config)
-
-    # ---- settings -----------------------------------------------------------------------------
-
-    def _needs_reopen(self, config: Config) -> bool:
-        return signature(config) != signature(self.config)
+        """File > Open model (and start-up): see SessionController.open."""
+        return await self.session.open(config, reopening)
 
     async def apply_settings(self, config: Config, reopen: bool) -> bool:
-        """The settings dock's Apply. Load-time changes reopen the model through the usual load
-        path; per-request ones go to the open session on the engine thread, with no reload.
-        On failure the dock goes back to the settings in force."""
-        async with self._applying:
-            ok = await self._apply(config, reopen or self._needs_reopen(config))
-        if not ok:
-            self.settings_page.set_config(self.config)
-            return ok
-        self.global_config = self.config
-        cid = self.chat.conversation_id
-        if cid is not None:  # the open conversation is used with them from now on
-            await self._keep_conversation_settings(cid)
-        return ok
-
-    # ---- a conversation's own settings ---------------------------------------------------------
-
-    async def _use_conversation_settings(self, conversation_id: int | None,
-                                         stored: dict[str, object]) -> None:
-        """Opening a conversation: run with its own settings (a new one: the global ones)."""
-        source = (conversation_settings.config_for(self.global_config, stored)
-                  if conversation_id is not None else self.global_config)
-        wanted = conversation_settings.settings_of(source)
-        if wanted == conversation_settings.settings_of(self.config):
-            self.conversation_header.show_config(self.config)
-            return
-        async with self._applying:
-            await self._apply(self.config.replace(**wanted), reopen=False, quiet=True)
+        """The settings dock's Apply: see SessionController.apply."""
+        return await self.session.apply(config, reopen)
 
     async def edit_conversation_settings(self) -> bool:
         """The header's dialog: this conversation's system prompt and sampling settings."""
@@ -533,161 +409,9 @@ class QtMainWindow(QMainWindow):
         dialog.deleteLater()
         if chosen is None:
             return False
-        async with self._applying:
-            ok = await self._apply(self.config.replace(
-                **conversation_settings.settings_of(chosen)), reopen=False)
-        cid = self.chat.conversation_id
-        if ok and cid is not None:
-            await self._keep_conversation_settings(cid)
-        return ok
+        return await self.session.apply_conversation_settings(chosen)
 
-    async def _keep_conversation_settings(self, conversation_id: int) -> None:
-        used = conversation_settings.settings_of(self.config)
-        try:
-            await self.db.call(lambda s: s.set_conversation_settings(conversation_id, used))
-        except Exception as exc:  # the settings apply all the same; only the memory is behind
-            self.notice.show_error(f"The conversation's settings were not saved ({exc}); they "
-                                   "apply until another conversation is opened.")
-
-    async def _apply(self, config: Config, reopen: bool, quiet: bool = False) -> bool:
-        if self.loading:
-            if not quiet:  # a conversation opened meanwhile keeps the settings being loaded
-                self.notice.show_error("A model is loading: wait for it, then apply the "
-                                       "settings.")
-            return False
-        if reopen:
-            return await self.load_model(config, reopening=True) is not None
-        if self.chat.model is None:  # nothing is open: the next load starts from these
-            self.config = self.chat.config = config
-            self._show_config(config)
-            return True
-        try:  # queued behind a streaming answer, if any: it applies from the next one
-            model = await self.bridge.apply_request_settings(config)
-        except SessionError as exc:
-            self.notice.show_error(f"Could not apply the settings: {exc}")
-            return False
-        think_changed = model.config.think != self.config.think
-        self.config = model.config
-        self.chat.settings_changed(model)
-        if think_changed and self.composer.think.isEnabled():
-            self.composer.think.setChecked(model.config.think)
-        self._show_config(model.config)
-        if not quiet:
-            self.status.showMessage("Settings applied: the next answer uses them.",
-                                    STATUS_NOTE_MS)
-        return True
-
-    async def rerun_with(self, config: Config) -> bool:
-        """Answer the last question again with `config` (a preset): apply it (reopening only
-        when a load-time setting differs), then regenerate the last answer as a sibling. The
-        first answer and its run are kept, so the two runs can be compared."""
-        if self.chat.model is None:
-            self.notice.show_error("Open a model first, then re-run a turn with a preset.")
-            return False
-        if self.chat.generating:
-            self.notice.show_error("Stop the answer first, then re-run the turn.")
-            return False
-        if self.chat.last_answer_id is None:
-            self.notice.show_error("Nothing to re-run yet: ask something, then re-run the "
-                                   "turn with a preset.")
-            return False
-        if not await self.apply_settings(config, self._needs_reopen(config)):
-            return False
-        answer_id = self.chat.last_answer_id  # read again: the apply awaited
-        if answer_id is None:
-            return False
-        await self.chat.regenerate(answer_id)
-        return True
-
-    # ---- the conversation database's faults -------------------------------------------------
-
-    def _show_store_state(self) -> None:
-        """The store banner for a window on a temporary store (a damaged, newer, read-only or
-        full file: workbench/ui/store_notices.py), and a title that says so."""
-        fault = self.db.fault
-        if fault is None or not self.db.temporary:
-            self.setWindowTitle("Workbench")
-            return
-        text, labels = store_notices.at_open(fault, self.db.copied_conversations)
-        self._banner(text, labels, closable=False)
-        self.setWindowTitle("Workbench (temporary store: nothing is saved)")
-
-    def _banner(self, text: str, labels: list[str], closable: bool) -> None:
-        self._store_state = (text, labels, closable)
-        spawn = self.tasks.spawn
-        actions = {
-            store_notices.SALVAGE: lambda: spawn(self.start_fresh(True), name="store"),
-            store_notices.START_FRESH: lambda: spawn(self.start_fresh(False), name="store"),
-            store_notices.TRY_AGAIN: lambda: spawn(self.retry_store(), name="store"),
-        }
-        pairs = [(label, actions[label]) for label in labels]
-        label, callback = pairs[0] if pairs else ("", None)
-        self.store_banner.show_error(text, label, callback, more=pairs[1:], closable=closable)
-
-    def _restore_banner(self) -> None:
-        if self._store_state is not None:
-            self._banner(*self._store_state)
-
-    def _store_fault(self, fault: StoreFault) -> None:
-        """A database call failed because of the file or its place (a disk that filled up)."""
-        if self.db.temporary:
-            return  # the banner already says nothing is saved
-        self._banner(*store_notices.in_use(fault), closable=True)
-
-    async def start_fresh(self, salvaging: bool) -> bool:
-        """The store banner's Salvage / Move aside: the damaged file is renamed (kept), a new
-        one takes its place, and what can be read of the old one (with `salvaging`) and what
-        was written in the temporary store meanwhile are copied in, on the database worker."""
-        if self.chat.generating:
-            self._restore_banner()
-            self.notice.show_error("Stop the answer first, then move the damaged database aside.")
-            return False
-        self.status.showMessage("Salvaging the damaged database…" if salvaging
-                                else "Moving the damaged database aside…")
-        try:
-            done = await self.db.start_fresh(salvaging)
-        except StoreInUse as exc:
-            self._restore_banner()
-            self.notice.show_error(f"Another workbench window has this database open ({exc}). "
-                                   "Close it, then try again.")
-            return False
-        except StoreFault as fault:  # the new file cannot be made here either
-            self._show_store_state()
-            self.notice.show_error(f"Could not start a new database: {fault.detail}.")
-            return False
-        except OSError as exc:
-            self._restore_banner()
-            self.notice.show_error(f"Could not move the damaged database aside: "
-                                   f"{exc.strerror or exc}. It is unchanged; make its folder "
-                                   "writable, then try again.")
-            return False
-        finally:
-            self.status.clearMessage()
-        self._store_state = None
-        self.setWindowTitle("Workbench")
-        await self._reload_store()
-        self.store_banner.show_info(store_notices.rebuilt(done.aside, done.salvaged, done.merged))
-        return True
-
-    async def retry_store(self) -> bool:
-        """The store banner's Try again: the real file, with what the temporary store gained."""
-        if self.chat.generating:
-            self._restore_banner()
-            self.notice.show_error("Stop the answer first, then try the database again.")
-            return False
-        try:
-            merged = await self.db.retry()
-        except StoreFault:
-            self._show_store_state()  # the fault that still stands, said again
-            self.notice.show_error("The conversation database still cannot be used; see "
-                                   "the message above.")
-            return False
-        self._store_state = None
-        self.setWindowTitle("Workbench")
-        assert self.db.path is not None
-        await self._reload_store()
-        self.store_banner.show_info(store_notices.retried(self.db.path, merged))
-        return True
+    # ---- the conversation database ------------------------------------------------------------
 
     async def _reload_store(self) -> None:
         """Everything shown from the database, again: its ids changed with the file."""
@@ -722,7 +446,7 @@ class QtMainWindow(QMainWindow):
         super().keyPressEvent(event)
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        self._take_memory()
+        self.remembered.take()
         self.closed.set()
         self.closing.emit()
         super().closeEvent(event)
@@ -733,7 +457,7 @@ class QtMainWindow(QMainWindow):
         self.bridge.cancel_open()
         await self.chat.cancel_title()
         await self.chat.close()
-        await self._save_memory(self._take_memory())
+        await self.remembered.save(self.remembered.take())
         # The window's own first: the stopped answer's final save is one of its tasks, and a
         # finished turn spawns a runs refresh on the runs page. All of them use the database.
         for tasks in (self.tasks, self.settings_page.tasks, self.runs_page.tasks):
@@ -741,7 +465,7 @@ class QtMainWindow(QMainWindow):
                 await asyncio.wait_for(tasks.wait_idle(), SHUTDOWN_GRACE_S)
             except TimeoutError:
                 tasks.cancel_all()
-        await self.bridge.close()
+        await self.session.close()
         await self.db.close()
         self._collect_timer.stop()
         gc.collect()  # this window's cycles, on this thread, before automatic collection resumes

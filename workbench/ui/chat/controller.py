@@ -1,8 +1,15 @@
 """The chat's behaviour as coroutines: send, stop, regenerate, edit, switch versions, open chats.
 
-It composes the engine bridge, the database worker and the widgets; it owns no thread and never
-blocks: every engine or database call is awaited. One generation runs at a time. Before each
-one the engine is told which complete turns of the branch on screen are the model's context.
+It composes the engine bridge, the database worker and the chat's widgets (`ChatWidgets`); it
+owns no thread and never blocks: every engine or database call is awaited. One generation runs
+at a time. Before each one the engine is told which complete turns of the branch on screen are
+the model's context.
+
+The model and the settings in force are the session controller's (`ui/session_controller.py`):
+this asks it (`model`, `config`) and listens to it (`model_changed`). The window uses only the
+verbs (send, stop, regenerate, continue_answer, edit, switch_version, open_conversation,
+rerun_with, draft_changed, cancel_title, close) and reads `conversation_id`, `generating` and
+`last_answer_id`.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +31,8 @@ from workbench.engine.requests import (
     TokenEvent,
 )
 from workbench.store import Message, MessageStats, StoredImage, continued_stats
-from workbench.ui.bridge import EngineBridge, LoadedModel
-from workbench.ui.chat import auto_title, conversation_settings
+from workbench.ui.bridge import LoadedModel
+from workbench.ui.chat import auto_title
 from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import NO_PROJECTOR_HINT, QtComposer
@@ -39,6 +46,7 @@ from workbench.ui.chat.stats_line import (
 from workbench.ui.chat.turn_recorder import TurnRecorder
 from workbench.ui.db_worker import AsyncStore
 from workbench.ui.qt_status_bar import QtStatusBar
+from workbench.ui.session_controller import SessionController
 from workbench.ui.telemetry.qt_expert_map import QtExpertMap
 from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
 from workbench.ui.ui_collector import shared_collector
@@ -53,26 +61,31 @@ FORECAST_DELAY_S = 0.3  # a pause in typing this long updates the draft's cost
 YIELD_S = 0.001  # a pause that lets due timers and input run between two steps of work
 
 
+@dataclass(frozen=True, slots=True)
+class ChatWidgets:
+    """The widgets a chat drives: the messages, the composer, the plots, the status bar."""
+
+    chat: QtChatView
+    composer: QtComposer
+    telemetry: QtTelemetryPanel
+    status: QtStatusBar
+    expert_map: QtExpertMap | None = None
+
+
 class ChatController:
     def __init__(
-        self, bridge: EngineBridge, db: AsyncStore, chat: QtChatView, composer: QtComposer,
-        telemetry: QtTelemetryPanel, status: QtStatusBar, config: Config,
+        self, session: SessionController, db: AsyncStore, widgets: ChatWidgets,
         on_conversations_changed: Callable[[], None] = lambda: None,
         on_turn_finished: Callable[[], None] = lambda: None,
-        expert_map: QtExpertMap | None = None,
         show_error: Callable[[str], None] = lambda text: None,
-        use_settings: Callable[[int | None, dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
-        self.bridge, self.db, self.chat, self.composer = bridge, db, chat, composer
-        self.telemetry, self.status, self.config = telemetry, status, config
+        self.session, self.bridge, self.db = session, session.bridge, db
+        self.chat, self.composer = widgets.chat, widgets.composer
+        self.telemetry, self.status = widgets.telemetry, widgets.status
+        self.expert_map = widgets.expert_map
         self.on_conversations_changed = on_conversations_changed
         self.on_turn_finished = on_turn_finished  # a new run is stored (the runs list shows it)
-        self.expert_map = expert_map
         self.show_error = show_error  # the window's notice bar: what went wrong, what to do
-        # The window applies a conversation's own settings (or, for a new one, the global
-        # ones) as it opens: (conversation id or None, its stored settings).
-        self.use_settings = use_settings
-        self.model: LoadedModel | None = None
         self.conversation_id: int | None = None
         self.path: list[Message] = []
         self.images: dict[int, list[StoredImage]] = {}  # the path's messages' images, by id
@@ -89,13 +102,28 @@ class ChatController:
         self._title_stop = threading.Event()
         self.titles_done = 0  # title turns ended, named or not (tests wait on it)
         self.titles_cancelled = 0
+        # The session asks before a load (none while an answer is in progress) and after an
+        # Apply (the open conversation keeps the new settings), and tells of every model.
+        session.answering = lambda: self.generating
+        session.conversation = lambda: self.conversation_id
+        session.listen(self)
 
     # ---- model --------------------------------------------------------------------------------
 
-    def model_ready(self, model: LoadedModel | None) -> None:
+    @property
+    def model(self) -> LoadedModel | None:
+        """The open model (the session's)."""
+        return self.session.model
+
+    @property
+    def config(self) -> Config:
+        """The settings in force (the session's)."""
+        return self.session.config
+
+    def model_changed(self, model: LoadedModel | None) -> None:
+        """The session opened a model, or the open one went (None)."""
         if model is None:
             self._stop_title()  # the model is going: its title turn with it
-        self.model = model
         if self.expert_map is not None:
             self.expert_map.set_model(model)
         self.telemetry.set_o_direct(model is not None and model.o_direct)
@@ -103,18 +131,10 @@ class ChatController:
             self.composer.set_ready(False, "Open a model to chat (File > Open model…)")
             self.composer.gauge.set_usage(-1, 0)
             return
-        self.config = model.config
         self.composer.set_ready(True)
         self.composer.set_sees_images(model.sees_images)
         self.composer.gauge.set_usage(self._used_from_path(), model.n_ctx)
         self.status.set_context(self.composer.gauge.used, model.n_ctx)
-
-    def settings_changed(self, model: LoadedModel) -> None:
-        """Per-request settings changed on the open session: the next turn uses them.
-
-        The composer is left alone: this may land while an answer streams.
-        """
-        self.model, self.config = model, model.config
 
     @property
     def last_answer_id(self) -> int | None:
@@ -136,13 +156,11 @@ class ChatController:
             self.chat.show_messages([])
             self.telemetry.clear()
             self._show_gauge(0)
-            if self.use_settings is not None:
-                await self.use_settings(None, {})
+            await self.session.use_conversation(None, {})
             return
         shown, path = await self.db.call(lambda s: _load_recovered(s, conversation_id))
-        if self.use_settings is not None:
-            stored = await self.db.call(lambda s: s.conversation_settings(conversation_id))
-            await self.use_settings(conversation_id, stored)
+        stored = await self.db.call(lambda s: s.conversation_settings(conversation_id))
+        await self.session.use_conversation(conversation_id, stored)
         self.path = path
         self.images = {m.id: m.images for m in shown if m.images}
         self.chat.show_messages(shown)
@@ -287,6 +305,28 @@ class ChatController:
         self.path.append(answer)
         await self._generate(text, answer, history,
                              images=_inputs(self.images.get(user.id, [])))
+
+    async def rerun_with(self, config: Config) -> bool:
+        """Answer the last question again with `config` (a preset): apply it (reopening only
+        when a load-time setting differs), then regenerate the last answer as a sibling. The
+        first answer and its run are kept, so the two runs can be compared."""
+        if self.model is None:
+            self.show_error("Open a model first, then re-run a turn with a preset.")
+            return False
+        if self.generating:
+            self.show_error("Stop the answer first, then re-run the turn.")
+            return False
+        if self.last_answer_id is None:
+            self.show_error("Nothing to re-run yet: ask something, then re-run the turn with "
+                            "a preset.")
+            return False
+        if not await self.session.apply(config, self.session.needs_reopen(config)):
+            return False
+        answer_id = self.last_answer_id  # read again: the apply awaited
+        if answer_id is None:
+            return False
+        await self.regenerate(answer_id)
+        return True
 
     async def continue_answer(self, answer_id: int) -> None:
         """Continue: generate on from the end of an answer cut short by the token limit or by
@@ -507,13 +547,10 @@ class ChatController:
         # Every row again, not only those the partial saves did not take: a partial save may
         # have failed, and rewriting a row is idempotent (the table keys it by turn and step).
         rows, summary = list(recorder.rows), result.summary
-        used = conversation_settings.settings_of(self.config)
 
         def save(store: Any) -> Message:
             store.update_message(answer.id, content=content, reasoning=reasoning, status=status,
                                  stats=stats, error=error)
-            # What this conversation was last used with: it opens with these next time.
-            store.set_conversation_settings(answer.conversation_id, used)
             if run_id is not None:
                 if rows:
                     store.add_token_rows(run_id, rows)
@@ -527,6 +564,8 @@ class ChatController:
             await asyncio.gather(*self._writes, return_exceptions=True)
         try:
             saved = await self.db.call(save)
+            # What this conversation was last used with: it opens with these next time.
+            await self.session.keep_conversation_settings(answer.conversation_id, quiet=True)
         except Exception as exc:
             log.exception("saving the answer failed")
             saved = answer

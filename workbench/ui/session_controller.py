@@ -1,0 +1,246 @@
+"""The session in force (Qt-free): the one owner of the settings the window runs with, of the
+model's lifecycle and of each conversation's own settings.
+
+Three settings are told apart, and only here:
+
+- `config`: the settings in force, those of the open session (or, with none open, those the
+  next load starts from). Every widget shows these and every turn runs with them.
+- `global_config`: the Settings dock's settings. A new conversation starts from them; Apply in
+  the dock changes them (and the settings in force).
+- a conversation's own settings (`conversation_settings.py`): its system prompt and sampling,
+  applied while it is open and written back, from `keep_conversation_settings` only.
+
+The model's lifecycle: `open` (with progress and Cancel), a reopen when a load-time setting
+changes (`apply`), `close`. Per-request changes go to the open session on the engine thread,
+without a reload. One change at a time: a second Apply waits for the first's reload to end.
+
+Widgets do not hold copies: they ask (`config`, `model`, `loading`) and listen (`listen`), and
+the listener (`ui/qt_session_view.py` in the window) shows what changed. Failures arrive as
+`error`/`info` events with the sentence to show, so the window only places them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from workbench.config import Config, signature
+from workbench.engine.requests import SessionError
+from workbench.ui.bridge import EngineBridge, LoadCancelled, LoadedModel
+from workbench.ui.chat import conversation_settings
+from workbench.ui.models.recent import add_recent, recent_file
+from workbench.ui.ui_pacer import shared_pacer, ui_share_target
+
+log = logging.getLogger("workbench.ui")
+
+StoreCall = Callable[[Callable[[Any], Any]], Any]  # AsyncStore.call: runs fn(store), awaitable
+
+
+class SessionListener(Protocol):
+    """What the session tells its widgets (every method is optional: see `_emit`)."""
+
+    def loading(self, name: str, reopening: bool) -> None:
+        """A load began: `name` is the file's (or "the bundled model"); progress is 0."""
+
+    def load_progress(self, fraction: float | None) -> None:
+        """0..1 while loading; None when the load ended, however it ended."""
+
+    def model_changed(self, model: LoadedModel | None) -> None:
+        """A model opened (its settings are now in force), or the open one went (None)."""
+
+    def load_failed(self) -> None:
+        """The load ended without a model."""
+
+    def config_changed(self, config: Config, think_changed: bool) -> None:
+        """The settings in force changed without a reload (per-request, or nothing open)."""
+
+    def apply_refused(self, config: Config) -> None:
+        """An Apply did not happen: `config` (the settings in force) goes back on show."""
+
+    def error(self, text: str) -> None:
+        """Something the user should fix, as a sentence."""
+
+    def info(self, text: str) -> None:
+        """Something the user should know, as a sentence."""
+
+    def status_note(self, text: str) -> None:
+        """A transient note (the status bar's)."""
+
+
+class SessionController:
+    def __init__(self, bridge: EngineBridge, call: StoreCall, config: Config, data: Path,
+                 spawn: Callable[..., Any]) -> None:
+        self.bridge = bridge
+        self._spawn = spawn  # Tasks.spawn: background work whose failure is shown
+        self._call = call  # the database worker (conversations' settings)
+        self.data = data  # where the recent-models list lives
+        self.config = config  # in force
+        self.global_config = config  # the Settings dock's
+        self.model: LoadedModel | None = None
+        self.loading = False
+        # Whether an answer is in progress (the chat controller says): no load meanwhile.
+        self.answering: Callable[[], bool] = lambda: False
+        # The conversation open in the window (the chat controller says): its own settings
+        # follow an Apply.
+        self.conversation: Callable[[], int | None] = lambda: None
+        self._listeners: list[object] = []
+        self._applying = asyncio.Lock()  # one settings change at a time
+
+    # ---- listeners ----------------------------------------------------------------------------
+
+    def listen(self, listener: object) -> None:
+        """`listener` implements any of SessionListener's methods."""
+        self._listeners.append(listener)
+
+    def _emit(self, event: str, *args: Any) -> None:
+        for listener in self._listeners:
+            method = getattr(listener, event, None)
+            if method is not None:
+                method(*args)
+
+    # ---- the model's lifecycle ------------------------------------------------------------------
+
+    def needs_reopen(self, config: Config) -> bool:
+        """Whether `config` differs from the settings in force in a load-time setting."""
+        return signature(config) != signature(self.config)
+
+    async def open(self, config: Config, reopening: bool = False) -> LoadedModel | None:
+        """Load with progress and Cancel; failures are explained, and the app keeps running.
+
+        `reopening`: the same model again with new load-time settings (the status says so).
+        A second open while one loads cancels the first.
+        """
+        if self.answering():
+            self._emit("error", "Stop the answer first, then open another model.")
+            return None
+        if self.loading:
+            self.bridge.cancel_open()
+            return None
+        self.loading = True
+        self._set_model(None)
+        name = Path(config.model).name if config.model else "the bundled model"
+        self._emit("loading", name, reopening)
+        model: LoadedModel | None = None
+        try:
+            model = await self.bridge.open(config, lambda f: self._emit("load_progress", f))
+        except LoadCancelled:
+            self._emit("info", "Loading was cancelled; no model is loaded. Open one with "
+                               "File > Open model….")
+        except SessionError as exc:
+            self._emit("error", f"Could not open {name}: {exc}")
+        except Exception as exc:  # e.g. the bundled model cannot be assembled: say so, go on
+            self._emit("error", f"Could not open {name}: {exc}. Pick another model with "
+                                "File > Open model….")
+        finally:
+            self.loading = False
+            self._emit("load_progress", None)
+        if model is None:
+            self._emit("load_failed")
+            return None
+        self.config = model.config
+        shared_pacer().target_share = ui_share_target(model.config.n_threads)
+        self._set_model(model)
+        if model.config.model:
+            self._spawn(self._remember(model.config.model))
+        return model
+
+    def _set_model(self, model: LoadedModel | None) -> None:
+        self.model = model
+        self._emit("model_changed", model)
+
+    async def _remember(self, model: str) -> None:
+        recent = recent_file(self.data)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, add_recent, model, recent)
+        except OSError as exc:  # the model is open all the same; only the list is behind
+            self._emit("error", f"The list of recent models was not updated: {exc}")
+
+    async def close(self) -> None:
+        """Free the model and stop the engine thread (the window is closing)."""
+        self.bridge.cancel()
+        self.bridge.cancel_open()
+        await self.bridge.close()
+        self.model = None
+
+    # ---- settings -----------------------------------------------------------------------------
+
+    async def apply(self, config: Config, reopen: bool = False) -> bool:
+        """The Settings dock's Apply: `config` becomes the global settings and the settings in
+        force. Load-time changes reopen the model; per-request ones go to the open session,
+        with no reload. On failure the settings in force go back on show."""
+        async with self._applying:
+            ok = await self._apply(config, reopen or self.needs_reopen(config))
+        if not ok:
+            self._emit("apply_refused", self.config)
+            return ok
+        self.global_config = self.config
+        cid = self.conversation()
+        if cid is not None:  # the open conversation is used with them from now on
+            await self.keep_conversation_settings(cid)
+        return ok
+
+    async def use_conversation(self, conversation_id: int | None,
+                               stored: dict[str, Any]) -> None:
+        """A conversation opens: run with its own settings (a new one: the global ones)."""
+        source = (conversation_settings.config_for(self.global_config, stored)
+                  if conversation_id is not None else self.global_config)
+        wanted = conversation_settings.settings_of(source)
+        if wanted == conversation_settings.settings_of(self.config):
+            self._emit("config_changed", self.config, False)
+            return
+        async with self._applying:
+            await self._apply(self.config.replace(**wanted), reopen=False, quiet=True)
+
+    async def apply_conversation_settings(self, chosen: Config) -> bool:
+        """The conversation's own settings (its header's dialog): in force now, kept with it;
+        the global settings stay as they are."""
+        async with self._applying:
+            ok = await self._apply(self.config.replace(
+                **conversation_settings.settings_of(chosen)), reopen=False)
+        cid = self.conversation()
+        if ok and cid is not None:
+            await self.keep_conversation_settings(cid)
+        return ok
+
+    async def keep_conversation_settings(self, conversation_id: int,
+                                         quiet: bool = False) -> bool:
+        """Write what `conversation_id` runs with: it opens with these next time. The one
+        writer of a conversation's settings. `quiet`: a failure is only logged (the caller
+        has said what went wrong already)."""
+        used = conversation_settings.settings_of(self.config)
+        try:
+            await self._call(lambda s: s.set_conversation_settings(conversation_id, used))
+        except Exception as exc:  # the settings apply all the same; only the memory is behind
+            if quiet:
+                log.warning("a conversation's settings were not saved: %s", exc)
+            else:
+                self._emit("error", f"The conversation's settings were not saved ({exc}); "
+                                    "they apply until another conversation is opened.")
+            return False
+        return True
+
+    async def _apply(self, config: Config, reopen: bool, quiet: bool = False) -> bool:
+        if self.loading:
+            if not quiet:  # a conversation opened meanwhile keeps the settings being loaded
+                self._emit("error", "A model is loading: wait for it, then apply the settings.")
+            return False
+        if reopen:
+            return await self.open(config, reopening=True) is not None
+        if self.model is None:  # nothing is open: the next load starts from these
+            self.config = config
+            self._emit("config_changed", config, False)
+            return True
+        try:  # queued behind a streaming answer, if any: it applies from the next one
+            model = await self.bridge.apply_request_settings(config)
+        except SessionError as exc:
+            self._emit("error", f"Could not apply the settings: {exc}")
+            return False
+        think_changed = model.config.think != self.config.think
+        self.model, self.config = model, model.config
+        self._emit("config_changed", model.config, think_changed)
+        if not quiet:
+            self._emit("status_note", "Settings applied: the next answer uses them.")
+        return True
