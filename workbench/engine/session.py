@@ -60,6 +60,20 @@ log = logging.getLogger("workbench.session")
 MIN_RATE_TOKENS = 16  # prompt tokens a turn must read to count towards the prefill rate
 
 
+def check_openable(config: Config) -> tuple[Path, ModelFacts]:
+    """What `Session.open` refuses before it loads anything: settings that do not validate, a
+    model file that is missing or not a whole GGUF. Raises SessionError; loads nothing, so a
+    caller may ask before closing the model it has open."""
+    problems = validate(config)
+    if problems:
+        raise SessionError("; ".join(p.message for p in problems))
+    path = Path(config.model) if config.model else default_model()
+    try:
+        return path, read_model_facts(path)
+    except ModelFileError as exc:
+        raise SessionError(str(exc)) from exc
+
+
 class Session:
     """Owns one model, one context and the conversation it holds."""
 
@@ -120,17 +134,11 @@ class Session:
         benches and the gates. It drains the streamer's records after each decode, so read them
         there, not with `ExpertStreamer.take_routes()`.
         """
-        problems = validate(config)
-        if problems:
-            raise SessionError("; ".join(p.message for p in problems))
+        started = time.perf_counter()
+        path, facts = check_openable(config)
         self = cls()  # records the calling thread as the session's engine thread
         self._sink = sink
-        started = time.perf_counter()
-        path = Path(config.model) if config.model else default_model()
-        try:
-            self.facts = read_model_facts(path)
-        except ModelFileError as exc:
-            raise SessionError(str(exc)) from exc
+        self.facts = facts
         self.config = config.replace(model=str(path))
         try:
             self._load(path, progress, (record_routes, max_route_loads))

@@ -33,7 +33,7 @@ from workbench.engine.requests import (
     TokenEvent,
 )
 from workbench.engine.route_recorder import WINDOW_MAX_LOADS
-from workbench.engine.session import Session
+from workbench.engine.session import Session, check_openable
 from workbench.engine.sinks import Sink
 from workbench.moe.route_trace import RouteTrace
 from workbench.ui.event_pipe import EventPipe
@@ -53,6 +53,16 @@ EngineEvent = PrefillProgress | TokenEvent | GenerateResult
 
 class LoadCancelled(Exception):
     """The user cancelled loading a model; nothing is loaded."""
+
+
+class ModelKept(SessionError):
+    """The new model did not open, and the one that was open is open still: untouched when the
+    new one was refused before loading (`reloaded` False), else opened again with its own
+    settings. `model` describes it; the message is the new model's failure."""
+
+    def __init__(self, message: str, model: LoadedModel, reloaded: bool) -> None:
+        super().__init__(message)
+        self.model, self.reloaded = model, reloaded
 
 
 class EngineBusy(RuntimeError):
@@ -120,6 +130,10 @@ class EngineBridge:
     ) -> LoadedModel:
         """Close any open model, then load `config`'s. Raises SessionError or LoadCancelled.
 
+        A failure never leaves the window without the model it had: a config or file refused
+        before loading does not touch it, and after a failed load it is opened again (raised
+        as ModelKept, a SessionError). A cancelled load leaves none.
+
         `on_progress(fraction)` runs on the UI loop, at most once per percent.
         """
         loop = asyncio.get_running_loop()
@@ -133,17 +147,35 @@ class EngineBridge:
                 loop.call_soon_threadsafe(on_progress, fraction)
             return not self._cancel_load.is_set()  # False makes llama.cpp abandon the load
 
+        def open_session(cfg: Config) -> Session:
+            # Routing is recorded (bounded) for the cache-sizing view and route traces.
+            return Session.open(cfg, sink=self._sink, progress=progress, kv_dir=self._kv_dir,
+                                record_routes=True, max_route_loads=WINDOW_MAX_LOADS)
+
         def job() -> LoadedModel:
+            previous = self._session
+            if previous is not None:
+                # What is refused before loading leaves the open model as it is.
+                try:
+                    check_openable(config)
+                except SessionError as exc:
+                    raise ModelKept(str(exc), _describe(previous), reloaded=False) from None
+            before = previous.config if previous is not None else None
             self._close_session()
             try:
-                # Routing is recorded (bounded) for the cache-sizing view and route traces.
-                session = Session.open(config, sink=self._sink, progress=progress,
-                                       kv_dir=self._kv_dir, record_routes=True,
-                                       max_route_loads=WINDOW_MAX_LOADS)
-            except SessionError:
+                session = open_session(config)
+            except SessionError as exc:
                 if self._cancel_load.is_set():
                     raise LoadCancelled("loading was cancelled; no model is loaded") from None
-                raise
+                if before is None:
+                    raise
+                # The model that worked comes back (both at once might not fit in memory).
+                try:
+                    again = open_session(before)
+                except SessionError:
+                    raise exc from None
+                self._session = self._live = again
+                raise ModelKept(str(exc), _describe(again), reloaded=True) from None
             if self._cancel_load.is_set():  # cancelled after the last progress call
                 session.close()
                 raise LoadCancelled("loading was cancelled; no model is loaded")

@@ -388,7 +388,8 @@ class QtMainWindow(QMainWindow):
 
     async def pick_model(self, preselect: str | None = None) -> None:
         picker = QtModelPicker(self.config, self, preselect=preselect,
-                               recent=recent_file(self.data), data=self.data)
+                               recent=recent_file(self.data), data=self.data,
+                               opening=self.session.opening_settings)
         config = await picker.choose()
         picker.deleteLater()
         if config is not None:

@@ -11,11 +11,14 @@ Three settings are told apart, and only here:
   applied while it is open and written back, from `keep_conversation_settings` only.
 
 The model's lifecycle: `open` (with progress and Cancel), a reopen when a load-time setting
-changes (`apply`), `close`. Per-request changes go to the open session on the engine thread,
-without a reload. One change at a time: a second Apply waits for the first's reload to end.
+changes (`apply`), `close`. A model opens with its own settings (`opening_settings`: those it
+had last time, or defaults fitted to it and this machine; models/model_settings.py), and a
+load that fails leaves the model that was open loaded (the bridge's ModelKept). Per-request
+changes go to the open session on the engine thread, without a reload. One change at a time:
+a second Apply waits for the first's reload to end.
 
 Widgets do not hold copies: they ask (`config`, `model`, `loading`) and listen (`listen`), and
-the listener (`ui/qt_session_view.py` in the window) shows what changed. Failures arrive as
+the listener (`ui/session_view.py` in the window) shows what changed. Failures arrive as
 `error`/`info` events with the sentence to show, so the window only places them.
 """
 
@@ -29,8 +32,12 @@ from typing import Any, Protocol
 
 from workbench.config import Config, signature
 from workbench.engine.requests import SessionError
-from workbench.ui.bridge import EngineBridge, LoadCancelled, LoadedModel
+from workbench.moe.layout import ModelFacts
+from workbench.ui.bridge import EngineBridge, LoadCancelled, LoadedModel, ModelKept
 from workbench.ui.chat import conversation_settings
+from workbench.ui.models import model_settings
+from workbench.ui.models.estimate import available_memory_mib
+from workbench.ui.models.model_settings import OpeningSettings
 from workbench.ui.models.recent import add_recent, recent_file
 from workbench.ui.ui_pacer import shared_pacer, ui_share_target
 
@@ -70,6 +77,17 @@ class SessionListener(Protocol):
         """A transient note (the status bar's)."""
 
 
+def _kept_text(name: str, kept: ModelKept, reopening: bool) -> str:
+    """Why the model did not open, what to change, and that the working one is still there."""
+    reason = str(kept).rstrip(".")
+    what = ("change the settings back or to what the message asks, and apply again"
+            if reopening else "pick another file, or change the settings the message names, "
+            "with File > Open model…")
+    still = (f"{kept.model.name} was opened again with the settings it had"
+             if kept.reloaded else f"{kept.model.name} is still loaded, unchanged")
+    return f"Could not open {name}: {reason}. {still}; to use {name}, {what}."
+
+
 class SessionController:
     def __init__(self, bridge: EngineBridge, call: StoreCall, config: Config, data: Path,
                  spawn: Callable[..., Any]) -> None:
@@ -81,6 +99,8 @@ class SessionController:
         self.global_config = config  # the Settings dock's
         self.model: LoadedModel | None = None
         self.loading = False
+        # Each model's own load-time settings, from the last time it was open.
+        self.remembered = model_settings.load_remembered(data)
         # Whether an answer is in progress (the chat controller says): no load meanwhile.
         self.answering: Callable[[], bool] = lambda: False
         # The conversation open in the window (the chat controller says): its own settings
@@ -126,6 +146,12 @@ class SessionController:
         model: LoadedModel | None = None
         try:
             model = await self.bridge.open(config, lambda f: self._emit("load_progress", f))
+        except ModelKept as kept:  # the model that worked is loaded still (or again)
+            self.loading = False
+            self._emit("load_progress", None)
+            self._set_open(kept.model)
+            self._emit("error", _kept_text(name, kept, reopening))
+            return None
         except LoadCancelled:
             self._emit("info", "Loading was cancelled; no model is loaded. Open one with "
                                "File > Open model….")
@@ -140,12 +166,32 @@ class SessionController:
         if model is None:
             self._emit("load_failed")
             return None
+        self._set_open(model)
+        if model.config.model:
+            self._spawn(self._remember(model.config.model))
+        self._spawn(self._remember_settings(model.config))
+        return model
+
+    def _set_open(self, model: LoadedModel) -> None:
         self.config = model.config
         shared_pacer().target_share = ui_share_target(model.config.n_threads)
         self._set_model(model)
-        if model.config.model:
-            self._spawn(self._remember(model.config.model))
-        return model
+
+    def opening_settings(self, path: Path, facts: ModelFacts | None) -> OpeningSettings:
+        """What the model at `path` opens with (shown before loading): its own load-time
+        settings from the last time, or defaults fitted to it and this machine's memory; the
+        per-request settings are those in force."""
+        return model_settings.opening_settings(path, facts, self.config, self.remembered,
+                                               available_memory_mib())
+
+    async def _remember_settings(self, config: Config) -> None:
+        self.remembered = model_settings.with_model(self.remembered, config)
+        snapshot = self.remembered
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                None, model_settings.save_remembered, self.data, snapshot)
+        except OSError as exc:  # a convenience: the model opens with defaults next time
+            log.warning("the model's settings were not remembered: %s", exc)
 
     def _set_model(self, model: LoadedModel | None) -> None:
         self.model = model

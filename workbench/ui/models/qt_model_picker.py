@@ -5,6 +5,9 @@ file; before loading it shows the GGUF's metadata and a memory estimate for the 
 The search for models runs off the UI thread as the picker opens, with its progress in a line
 under the list, and stops when the picker closes.
 
+The settings shown are the chosen model's own (`opening`: those it had last time, or defaults
+fitted to it and this machine, models/model_settings.py), never those of the model open now.
+
 `await QtModelPicker(...).choose()` returns the Config to load, or None. Reading a header runs
 off the UI thread, and only the latest selection's reading is kept (older ones are cancelled).
 """
@@ -12,6 +15,7 @@ off the UI thread, and only the latest selection's reading is kept (older ones a
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -40,6 +44,7 @@ from workbench.moe.projector import find_beside
 from workbench.ui.models import discovery
 from workbench.ui.models.discovery import FoundModel, Source
 from workbench.ui.models.estimate import available_memory_mib, estimate_memory
+from workbench.ui.models.model_settings import OpeningSettings, opening_settings
 from workbench.ui.models.recent import load_recent
 from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.qt_text_style import tone_text
@@ -77,13 +82,20 @@ def resolve_entry(entry: str) -> Path:
 class QtModelPicker(QDialog):
     def __init__(self, config: Config, parent: QWidget | None = None,
                  preselect: str | None = None, recent: Path | None = None,
-                 data: Path | None = None, sources: list[Source] | None = None) -> None:
+                 data: Path | None = None, sources: list[Source] | None = None,
+                 opening: Callable[[Path, ModelFacts | None], OpeningSettings] | None = None
+                 ) -> None:
         """`data`: where the user's added folders are remembered (none: no Add folder);
-        `sources`: the folders to search (default: the usual apps' and the added ones)."""
+        `sources`: the folders to search (default: the usual apps' and the added ones);
+        `opening`: the settings a model opens with (the session controller's; default: fitted
+        defaults over `config`'s per-request settings)."""
         super().__init__(parent)
         self.setWindowTitle("Open a model")
         self.resize(820, 480)
         self.config = config
+        self._opening = opening or (lambda path, facts: opening_settings(
+            path, facts, config, {}, available_memory_mib()))
+        self.opening: OpeningSettings | None = None  # the selected model's
         self.facts: ModelFacts | None = None
         self.path: Path | None = None
         self._tasks = Tasks(on_error=lambda exc: self._show_problem(str(exc)))
@@ -122,6 +134,9 @@ class QtModelPicker(QDialog):
         self.n_threads.setValue(config.n_threads)
         self.estimate = plain_label()
         self.estimate.setWordWrap(True)
+        self.opens_with = plain_label()  # where the settings come from, and what they are
+        self.opens_with.setWordWrap(True)
+        self.n_threads.valueChanged.connect(self._show_opening)
         # The image projector: offered when an mmproj*.gguf sits beside the chosen model.
         self.mmproj = QLineEdit(config.mmproj)
         self.mmproj.setPlaceholderText("none: the model cannot see images")
@@ -152,6 +167,7 @@ class QtModelPicker(QDialog):
         right = QVBoxLayout()
         right.addWidget(self.details, 1)
         right.addLayout(form)
+        right.addWidget(self.opens_with)
         right.addWidget(self.estimate)
         body = QHBoxLayout()
         body.addLayout(left, 2)
@@ -250,17 +266,31 @@ class QtModelPicker(QDialog):
         self._tasks.cancel_all()
         if code != QDialog.DialogCode.Accepted or self.path is None:
             return None
-        return self.config.replace(model=str(self.path), n_ctx=self.n_ctx.value(),
-                                   n_threads=self.n_threads.value(),
-                                   mmproj=self.mmproj.text().strip())
+        return self._chosen()
+
+    def _edited(self) -> Config:
+        """The selected model with its own settings, as edited here."""
+        base = self.opening.config if self.opening is not None else self.config
+        return base.replace(model=str(self.path), n_ctx=self.n_ctx.value(),
+                            n_threads=self.n_threads.value(), mmproj=self.mmproj.text().strip())
+
+    def _chosen(self) -> Config:
+        """What to load: as edited, with a reply that fits the context."""
+        edited = self._edited()
+        return self.opening.chosen(edited) if self.opening is not None else edited
+
+    def _show_opening(self) -> None:
+        if self.opening is not None and self.path is not None:
+            self.opens_with.setText(self.opening.note(self._edited()))
 
     def _selected(self, item: QListWidgetItem | None) -> None:
         if item is not None:
             self._tasks.spawn(self._inspect(item.data(Qt.ItemDataRole.UserRole)), name="inspect")
 
     async def _inspect(self, entry: str) -> None:
-        self.facts, self.path, self.projector = None, None, None
+        self.facts, self.path, self.projector, self.opening = None, None, None, None
         self.open_button.setEnabled(False)
+        self.opens_with.clear()
         self.details.setPlainText("Reading the model's header…")
         self.estimate.clear()
         loop = asyncio.get_running_loop()
@@ -289,8 +319,12 @@ class QtModelPicker(QDialog):
         if entry == SYNTHETIC:
             text += "\n\nRandom weights: this model exercises expert streaming; its text is noise."
         self.details.setPlainText(text)
-        if facts.n_ctx_train > 0:
-            self.n_ctx.setMaximum(max(facts.n_ctx_train, 64))
+        # Up to its trained context (another model selected before may have lowered it).
+        self.n_ctx.setMaximum(max(facts.n_ctx_train, 64) if facts.n_ctx_train > 0 else 1 << 20)
+        self.opening = self._opening(path, facts)
+        self.n_ctx.setValue(self.opening.config.n_ctx)
+        self.n_threads.setValue(self.opening.config.n_threads)
+        self._show_opening()
         self._show_estimate()
         self.open_button.setEnabled(True)
 
@@ -301,6 +335,7 @@ class QtModelPicker(QDialog):
     def _show_estimate(self) -> None:
         if self.facts is None:
             return
+        self._show_opening()
         est = estimate_memory(self.facts, self.n_ctx.value(), available_memory_mib())
         self.estimate.setText("\n".join(est.lines()))
         tone_text(self.estimate, "error" if est.fits is False else None)

@@ -1,0 +1,170 @@
+"""The load-time settings a model opens with (Qt-free): its own, remembered from the last time
+it was open, or defaults that fit it and this machine, never those chosen for another model.
+
+A 256-token context picked for a synthetic model, streaming turned on for a big MoE or a drop
+fraction set for an experiment belong to that model: opening another starts from what suits
+the other. Per-request settings (sampling, the system prompt, tokens to generate) stay the
+window's, except that the reply is shortened when it would not fit the context (validate()
+refuses `n_predict >= n_ctx`), and the note says so.
+
+One small JSON file in the data directory (`model_settings.json`): {model path: {setting:
+value}} for the load-scope settings, written whole or not at all (atomic_write). A missing or
+damaged file remembers nothing; an entry that no longer validates is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.atomic_write import write_text_atomic
+from workbench.config import BY_NAME, SETTINGS, Config, fmt_number, validate
+from workbench.moe.layout import ModelFacts
+from workbench.ui.models.estimate import estimate_memory
+
+log = logging.getLogger("workbench.ui")
+
+FILE_NAME = "model_settings.json"
+# What a model remembers: the load-scope settings but the file itself (the key) and its
+# projector (found beside the file each time).
+LOAD_KEYS: tuple[str, ...] = tuple(s.name for s in SETTINGS
+                                   if s.scope == "load" and s.name not in ("model", "mmproj"))
+MIN_FITTED_CTX = 512  # tokens: below this a fitted context is not worth halving further
+MEMORY_SHARE = 0.8  # of the memory available now, what a model's estimate may take
+
+
+@dataclass(frozen=True, slots=True)
+class OpeningSettings:
+    # What the model opens with (its projector set by the caller), before fit_reply: the
+    # reply the window asks for may be too long for this model's context.
+    config: Config
+    remembered: bool  # its own settings from the last time (else fitted defaults)
+    fitted_to: str = ""  # what the defaults were fitted to ("its trained context"), or ""
+
+    def chosen(self, edited: Config | None = None) -> Config:
+        """What to load: these settings (or `edited`, as the user changed them in the picker)
+        with a reply that fits the context."""
+        return fit_reply(edited or self.config)[0]
+
+    def note(self, chosen: Config | None = None) -> str:
+        """For the picker: where the settings come from and what they are (`chosen`: as the
+        user has edited them there), with the reply shortened to fit when it must be."""
+        chosen, shortened = fit_reply(chosen or self.config)
+        origin = ("Opens with its own settings from the last time" if self.remembered
+                  else "Opens with defaults for this model"
+                  + (f" (fitted to {self.fitted_to})" if self.fitted_to else ""))
+        return " ".join(filter(None, (f"{origin}: {describe(chosen)}.", shortened)))
+
+
+def settings_file(data: Path) -> Path:
+    return data / FILE_NAME
+
+
+def load_remembered(data: Path) -> dict[str, dict[str, Any]]:
+    try:
+        raw = json.loads(settings_file(data).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, dict)}
+
+
+def with_model(remembered: Mapping[str, dict[str, Any]], config: Config
+               ) -> dict[str, dict[str, Any]]:
+    """`remembered` with `config`'s load-time settings kept for its model."""
+    return {**remembered, config.model: {k: getattr(config, k) for k in LOAD_KEYS}}
+
+
+def save_remembered(data: Path, remembered: Mapping[str, dict[str, Any]]) -> None:
+    """Raises OutputFileError when it cannot be written (the earlier file stays whole)."""
+    data.mkdir(parents=True, exist_ok=True)  # the data directory is ours to create
+    write_text_atomic(settings_file(data), json.dumps(dict(remembered), indent=1,
+                                                      sort_keys=True))
+
+
+def fit_reply(config: Config) -> tuple[Config, str]:
+    """`config` with a reply that fits its context (half of it, when tokens to generate would
+    leave no room for the prompt), and the sentence that says so ("" when it fitted)."""
+    if config.n_predict < config.n_ctx:
+        return config, ""
+    n_predict = max(1, config.n_ctx // 2)
+    return config.replace(n_predict=n_predict), (
+        f"Tokens to generate lowered from {config.n_predict} to {n_predict} to fit the "
+        f"{config.n_ctx}-token context.")
+
+
+def opening_settings(model: Path, facts: ModelFacts | None, base: Config,
+                     remembered: Mapping[str, Mapping[str, Any]],
+                     available_mib: float = -1.0) -> OpeningSettings:
+    """What `model` opens with: `base`'s per-request settings, and the load-time settings it
+    had last time when they still validate, else defaults fitted to its size and to
+    `available_mib` (-1: unknown) of memory."""
+    key = str(model)
+    own = remembered.get(key)
+    if own:
+        values = {k: v for k, v in own.items() if k in LOAD_KEYS}
+        try:
+            candidate = base.replace(model=key, **values)
+        except (TypeError, ValueError):  # another version's entry
+            candidate = None
+        if candidate is not None and not validate(fit_reply(candidate)[0]):
+            return OpeningSettings(candidate, True)
+    config, why = _fitted(model, facts, base, available_mib)
+    return OpeningSettings(config, False, why)
+
+
+def _fitted(model: Path, facts: ModelFacts | None, base: Config, available_mib: float
+            ) -> tuple[Config, str]:
+    defaults = Config()
+    config = base.replace(model=str(model), **{k: getattr(defaults, k) for k in LOAD_KEYS})
+    if facts is None:
+        return config, ""
+    why: list[str] = []
+    n_ctx = config.n_ctx
+    if facts.n_ctx_train > 0 and n_ctx > facts.n_ctx_train:
+        n_ctx = facts.n_ctx_train
+        why.append("its trained context")
+    if available_mib > 0:
+        budget = available_mib * MEMORY_SHARE
+        estimate = estimate_memory(facts, n_ctx, available_mib)
+        resident = estimate.weights_mib
+        if facts.expert_bytes > 0 and resident > budget:
+            # A MoE larger than memory runs by reading its experts from disk as tokens use
+            # them; what stays resident is its dense part (and the cache, sized to fit).
+            config = config.replace(moe_stream=True, cache_auto=True)
+            resident -= estimate.expert_mib
+            why.append("this machine's memory")
+        room = budget - resident  # for the KV cache: a smaller context is what frees it
+        halved = n_ctx
+        while (room > 0 and halved > MIN_FITTED_CTX
+               and estimate_memory(facts, halved, available_mib).kv_max_mib > room):
+            halved //= 2
+        if halved != n_ctx:
+            n_ctx = halved
+            if "this machine's memory" not in why:
+                why.append("this machine's memory")
+    config = config.replace(n_ctx=n_ctx)
+    return config, " and ".join(why)
+
+
+def describe(config: Config) -> str:
+    """The load-time settings a user would want to see before loading, in words."""
+    parts = [f"context {fmt_number(config.n_ctx)} tokens",
+             f"{config.n_threads} thread{'s' if config.n_threads != 1 else ''}"]
+    if config.moe_stream:
+        cache = ("cache sized automatically" if config.cache_auto
+                 else f"cache {config.cache_mb} {BY_NAME['cache_mb'].unit}" if config.cache_mb
+                 else "no cache")
+        parts.append(f"expert streaming on ({cache})")
+    else:
+        parts.append("expert streaming off")
+    if config.drop_cold_frac > 0:
+        parts.append(f"dropping {config.drop_cold_frac:.0%} of cold experts")
+    if config.n_expert_used > 0:
+        parts.append(f"{config.n_expert_used} active experts")
+    return ", ".join(parts)
