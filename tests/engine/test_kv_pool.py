@@ -91,6 +91,22 @@ def test_a_restart_restores_from_disk(session, tmp_path):
     assert restored.text == continued.text
 
 
+def test_raising_kv_disk_mb_from_0_keeps_states_on_disk_without_a_reopen(session, tmp_path):
+    """kv_disk_mb is per-request: raised from 0 on an open session, the spill is made then."""
+    s = session(kv_dir=tmp_path, kv_disk_mb=0)
+    _turn(s, A1, "1")
+    s.close()
+    assert list(tmp_path.glob("*.kvstate")) == []  # off: nothing kept on disk
+    s = session(kv_dir=tmp_path, kv_disk_mb=0)
+    _turn(s, A1, "1")
+    history = list(s.history)
+    s.apply_request_settings(s.config.replace(kv_disk_mb=64))
+    s.close()  # the app closes: the state goes to disk now
+    assert len(list(tmp_path.glob("*.kvstate"))) == 1
+    restored = _turn(_with_history(session(kv_dir=tmp_path), history), A2, "1")
+    assert restored.summary.kv_source == "disk"
+
+
 def test_room_for_two_keeps_the_two_most_recent(session):
     s = session()
     histories = {}

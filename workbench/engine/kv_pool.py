@@ -179,10 +179,16 @@ def pool_budget_bytes(setting_mib: int) -> int:
 def make_pool(config: Config, info: RunInfo, kv_dir: Path | None) -> KvPool:
     """The pool of a session just opened; its disk spill only holds states this very model,
     load-time settings and engine make."""
-    spill = None
-    if kv_dir is not None and config.kv_disk_mb > 0:
-        identity = state_identity([info.model.fast_hash, str(info.model.size_bytes),
-                                   signature(config), info.engine_version,
-                                   info.llama_cpp_python_version])
-        spill = KvSpill(kv_dir, identity, config.kv_disk_mb << 20)
-    return KvPool(pool_budget_bytes(config.kv_pool_mb), spill)
+    return KvPool(pool_budget_bytes(config.kv_pool_mb), make_spill(config, info, kv_dir))
+
+
+def make_spill(config: Config, info: RunInfo, kv_dir: Path | None) -> KvSpill | None:
+    """The disk spill for `config` (None without a directory or with `kv_disk_mb` 0). Made at
+    open, and again when `kv_disk_mb` is raised from 0 on an open session: the setting is
+    per-request, so it takes effect without a reopen."""
+    if kv_dir is None or config.kv_disk_mb <= 0:
+        return None
+    identity = state_identity([info.model.fast_hash, str(info.model.size_bytes),
+                               signature(config), info.engine_version,
+                               info.llama_cpp_python_version])
+    return KvSpill(kv_dir, identity, config.kv_disk_mb << 20)

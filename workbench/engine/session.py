@@ -27,7 +27,13 @@ from workbench.engine.chat.think import ThinkControl, probe_think_control
 from workbench.engine.engine_thread import ThreadOwner, WrongThreadError
 from workbench.engine.images import ImageInput, ImageInputError, ImageTurnStats, check_image
 from workbench.engine.kv_memory import KvMemory, common_prefix
-from workbench.engine.kv_pool import KvPool, PooledState, make_pool, pool_budget_bytes
+from workbench.engine.kv_pool import (
+    KvPool,
+    PooledState,
+    make_pool,
+    make_spill,
+    pool_budget_bytes,
+)
 from workbench.engine.metrics import UNMEASURED, RunInfo
 from workbench.engine.model_setup import (
     build_run_info,
@@ -96,6 +102,7 @@ class Session:
         self._projector: mtmd.Projector | None = None
         self.projector_facts: ProjectorFacts | None = None
         self._images: dict[str, ImageInput] = {}  # every image the conversation refers to
+        self._kv_dir: Path | None = None
         self.image_encodes = 0  # images encoded by this session (the reuse tests read it)
         self._sink: Sink | None = None
         self._memory = MemoryProbe()
@@ -148,6 +155,7 @@ class Session:
         self.load_seconds = time.perf_counter() - started
         self.run_info = build_run_info(path, self._model, self.facts, self.config,
                                        self._template is not None, self._resolved_settings())
+        self._kv_dir = kv_dir  # kept: raising kv_disk_mb from 0 later makes the spill then
         self._pool = make_pool(self.config, self.run_info, kv_dir)
         return self
 
@@ -337,6 +345,8 @@ class Session:
         self._pool.set_budget(pool_budget_bytes(self.config.kv_pool_mb))
         if self._pool.spill is not None:
             self._pool.spill.budget_bytes = self.config.kv_disk_mb << 20
+        else:  # kv_disk_mb raised from 0: the states go to disk from now on, no reopen
+            self._pool.spill = make_spill(self.config, self.run_info, self._kv_dir)
         self._rebuild_sampler()
         self.run_info.settings = self._resolved_settings()
         self._run_info_sent = False
