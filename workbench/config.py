@@ -294,6 +294,24 @@ SETTINGS: tuple[Setting, ...] = (
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 RENAMED: dict[str, str] = {old: s.name for s in SETTINGS for old in s.renamed_from}
 
+# A conversation's own settings: kept per conversation by the store, set from its header's
+# dialog, applied as it opens (ui/chat/conversation_settings.py). All per-request: opening a
+# conversation never reloads the model. Named here, once; checked below.
+CONVERSATION_SETTINGS: tuple[str, ...] = (
+    "system_prompt", "temp", "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty",
+    "frequency_penalty", "repeat_last_n", "seed",
+)
+
+
+def _check_conversation_settings(names: tuple[str, ...] = CONVERSATION_SETTINGS) -> None:
+    bad = [n for n in names if n not in BY_NAME or BY_NAME[n].scope != "request"]
+    if bad or len(set(names)) != len(names):
+        raise ConfigError(f"CONVERSATION_SETTINGS must name distinct request-scope settings; "
+                          f"not so: {', '.join(bad) or 'a duplicate'}")
+
+
+_check_conversation_settings()
+
 
 def _default(name: str) -> Any:
     return BY_NAME[name].default

@@ -25,6 +25,16 @@ def test_the_store_keeps_a_conversations_settings_without_reordering_the_list(tm
         assert store.conversation_settings(a.id)["system_prompt"] == "Be brief."
 
 
+def test_a_conversations_settings_are_declared_in_the_config_tree():
+    from workbench.config import CONVERSATION_SETTINGS, ConfigError, _check_conversation_settings
+
+    assert frozenset(CONVERSATION_SETTINGS) == KEYS
+    with pytest.raises(ConfigError, match="n_ctx"):  # load-time: opening it would reload
+        _check_conversation_settings(("system_prompt", "n_ctx"))
+    with pytest.raises(ConfigError, match="no_such"):
+        _check_conversation_settings(("no_such",))
+
+
 def test_only_the_prompt_and_sampling_are_a_conversations():
     assert "system_prompt" in KEYS and {"temp", "top_p", "min_p", "repeat_penalty"} <= KEYS
     assert not KEYS & {"model", "n_ctx", "n_predict", "moe_stream", "kv_pool_mb"}

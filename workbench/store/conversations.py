@@ -9,17 +9,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from workbench.config import BY_NAME, SETTINGS, range_problem, range_text, type_ok
+from workbench.config import BY_NAME, CONVERSATION_SETTINGS, range_problem, range_text, type_ok
 from workbench.store.records import Conversation, NotFound
 from workbench.store.schema import transaction
 
 CONVERSATION_COLUMNS = "id, title, created_at, updated_at, active_leaf_id, deleted_at"
 
-# The settings that are a conversation's own: the system prompt and the Sampling group, all
-# per-request (the window applies them: ui/chat/conversation_settings.py takes its KEYS from here;
-# the store cannot import the window, so the set is declared here, where files are read).
-SETTING_KEYS: frozenset[str] = frozenset(
-    {"system_prompt"} | {s.name for s in SETTINGS if s.group == "Sampling"})
+# The settings that are a conversation's own, as the config tree declares them (the window
+# applies them: ui/chat/conversation_settings.py takes its KEYS from here).
+SETTING_KEYS: frozenset[str] = frozenset(CONVERSATION_SETTINGS)
 _KINDS = {"int": "a whole number", "float": "a number", "bool": "true or false"}
 
 

@@ -28,7 +28,7 @@ from typing import Literal
 
 from workbench.store.conversations import checked_settings, parsed_settings
 from workbench.store.health import read_only, sidecars
-from workbench.store.schema import transaction
+from workbench.store.schema import migrate, transaction
 
 RECOVER_TIMEOUT_S = 600
 _BATCH = 256
@@ -376,6 +376,45 @@ _TABLES: tuple[_Table, ...] = (
 )
 _BY_NAME = {t.name: t for t in _TABLES}
 _PULLED = {ref.table for t in _TABLES for ref in t.refs if ref.lost == "pull"}
+# Tables of the schema salvage does not copy, and why: a new file makes its own.
+_NOT_COPIED = {"schema_version": "the new file's own migrations write it"}
+
+
+class SalvageDrift(TypeError):
+    """salvage's table list no longer matches the schema: a table or column was added,
+    renamed or dropped there and not here (so its rows would be lost, or the copy would fail)."""
+
+
+def check_tables(tables: tuple[_Table, ...] = _TABLES) -> None:
+    """Every table of the schema (as its migrations make it, in memory) is copied or named in
+    _NOT_COPIED; every column a _Table names exists. Raises SalvageDrift; run at import."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        migrate(conn)
+        schema = {n: [r[1] for r in conn.execute(f"PRAGMA table_info({n})")]
+                  for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'"
+                                           " AND name NOT LIKE 'sqlite_%'").fetchall()}
+    finally:
+        conn.close()
+    names = {t.name for t in tables}
+    problems = [f"table {name!r} is in the schema but not copied (add it to _TABLES, or to "
+                "_NOT_COPIED with the reason)" for name in sorted(set(schema) - names
+                                                                  - set(_NOT_COPIED))]
+    problems += [f"table {name!r} is copied but not in the schema" for name in sorted(
+        names - set(schema))]
+    for t in tables:
+        columns = set(schema.get(t.name, ()))
+        named = {*t.drop, *t.key, *t.merge, *(r.column for r in t.refs),
+                 *((t.within,) if t.within else ())}
+        problems += [f"{t.name}.{c} is named in _TABLES but is not a column" for c in
+                     sorted(named - columns) if columns]
+        problems += [f"{t.name} refers to table {r.table!r}, which is not copied"
+                     for r in t.refs if r.table not in names]
+    if problems:
+        raise SalvageDrift("; ".join(problems))
+
+
+check_tables()
 
 
 def copy_rows(src: sqlite3.Connection, dst: sqlite3.Connection,
