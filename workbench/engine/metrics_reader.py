@@ -12,11 +12,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.engine.measured import as_measured
 from workbench.engine.metric_columns import KINDS
 from workbench.engine.metrics import UNMEASURED
 from workbench.engine.metrics_syntax import FORMAT_NAME, FORMAT_V2, parse_pairs, unescape_text
@@ -240,11 +240,4 @@ def column(mf: MetricsFile, name: str) -> list[float]:
 
     A column the file does not have gives all NaN (older files lack newer columns).
     """
-    out: list[float] = []
-    for row in mf.rows:
-        value = row.get(name)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value != -1:
-            out.append(float(value))
-        else:
-            out.append(math.nan)
-    return out
+    return [as_measured(row.get(name)) for row in mf.rows]

@@ -21,6 +21,7 @@ from workbench.bench.figures import (
     _streaming_off_upstream,
 )
 from workbench.bench.stats import normalize, pearson_r
+from workbench.engine import metric_labels
 from workbench.engine.metrics_reader import MetricsFile, column
 
 
@@ -31,26 +32,14 @@ class Metric:
     unit: str
 
 
-METRICS: tuple[Metric, ...] = (
-    Metric("wall_ms", "decode wall", "ms"),
-    Metric("cpu_ms", "CPU time", "ms"),
-    Metric("compute_ms", "compute", "ms"),
-    Metric("io_ms", "expert I/O", "ms"),
-    Metric("stall_ms", "I/O stall", "ms"),
-    Metric("mgmt_ms", "cache management", "ms"),
-    Metric("loop_overhead_ms", "loop overhead", "ms"),
-    Metric("read_mib", "read", "MiB"),
-    Metric("cache_hit_pct", "cache hit (cumulative)", "%"),
-    Metric("majflt", "major faults", "faults"),
-    Metric("majflt_mib", "faulted in", "MiB"),
-    Metric("rss_mib", "resident memory", "MiB"),
-    Metric("rss_anon_mib", "anonymous resident", "MiB"),
-    Metric("rss_file_mib", "file-backed resident", "MiB"),
-    Metric("mem_available_mib", "memory available", "MiB"),
-    Metric("swap_mib", "swapped", "MiB"),
-    Metric("cache_budget_mib", "cache budget", "MiB"),
-    Metric("dense_resident_frac", "dense weights resident", "fraction"),
-)
+# The figures the overlay and correlate views offer, in this order; their labels and units
+# are the metric table's (engine/metric_labels.py).
+_KEYS = ("wall_ms", "cpu_ms", "compute_ms", "io_ms", "stall_ms", "mgmt_ms", "loop_overhead_ms",
+         "read_mib", "cache_hit_pct", "majflt", "majflt_mib", "rss_mib", "rss_anon_mib",
+         "rss_file_mib", "mem_available_mib", "swap_mib", "cache_budget_mib",
+         "dense_resident_frac")
+METRICS: tuple[Metric, ...] = tuple(Metric(k, metric_labels.label(k), metric_labels.unit(k))
+                                    for k in _KEYS)
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
 _COUNTERS = frozenset({"majflt", "majflt_mib", "cpu_ms"})
 # Upstream writes 0 here when it cannot measure (serial mode, streaming off, Windows probes).

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from workbench.bench.figures import FIGURES, RunFigures
+from workbench.engine.measured import as_measured
 from workbench.engine.metrics_reader import MetricsFile
 from workbench.store import Run
 
@@ -34,8 +35,7 @@ class RunEntry:
     path: str | None = None
 
 
-def _unmeasured(x: Any) -> float:
-    return float(x) if isinstance(x, int | float) and x >= 0 else math.nan
+_unmeasured = as_measured
 
 
 def entry_from_run(run: Run) -> RunEntry:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from workbench.engine import metric_columns
+from workbench.engine import metric_columns, metric_labels
+from workbench.engine.measured import as_measured
 
 MIB = 1024 * 1024
 
@@ -32,12 +33,7 @@ if _unknown:
 Measured = dict[str, float]  # FIELDS by name (NaN where unmeasured), plus "x" and "turn"
 
 
-def _measured(value: Any) -> float:
-    """-1 (or anything negative, or missing) is "not measured": NaN, a gap on the plot."""
-    if value is None:
-        return math.nan
-    value = float(value)
-    return math.nan if value < 0 else value
+_measured = as_measured  # -1 (or missing) is "not measured": NaN, a gap on the plot
 
 
 def _io_or_stall(v: Measured) -> float:
@@ -200,22 +196,21 @@ def axis_unit(unit: str, top: float) -> tuple[str, float]:
         return "GiB" + unit[3:], 1 / 1024
     return unit, 1.0
 
-# A short readout per column for the hover line: (label, format)
-READOUT: tuple[tuple[str, str, str], ...] = (
-    ("wall_ms", "wall", "{:.1f} ms"), ("compute_ms", "compute", "{:.1f} ms"),
-    ("io_ms", "I/O|stall", "{:.1f} ms"), ("mgmt_ms", "mgmt", "{:.1f} ms"),
-    ("read_mib", "read", "{:.2f} MiB"), ("cache_hit_pct", "hit", "{:.1f}%"),
-    ("drop_pct", "dropped", "{:.1f}%"),
-    ("rss_anon_mib", "anon", "{:.0f} MiB"), ("rss_file_mib", "file", "{:.0f} MiB"),
-    ("mem_available_mib", "avail", "{:.0f} MiB"), ("majflt", "majflt", "{:.0f}"),
-    ("cpu_cores", "cpu", "{:.2f} cores"),
+# The hover line's figures and the digits each is shown with; what they are called and their
+# units are the metric table's (engine/metric_labels.py).
+READOUT: tuple[tuple[str, int], ...] = (
+    ("wall_ms", 1), ("compute_ms", 1), ("io_ms", 1), ("mgmt_ms", 1), ("read_mib", 2),
+    ("cache_hit_pct", 1), ("drop_pct", 1), ("rss_anon_mib", 0), ("rss_file_mib", 0),
+    ("mem_available_mib", 0), ("majflt", 0), ("cpu_cores", 2),
 )
 
 
 def readout(row: Any, index: dict[str, int]) -> str:
     """'token 812 (turn 3): wall 41.0 ms · compute 41.0 ms · ...'; unmeasured shown as '–'."""
     parts = [f"token {int(row[index['x']])} (turn {int(row[index['turn']])})"]
-    for column, label, fmt in READOUT:
+    for column, digits in READOUT:
         value = row[index[column]]
-        parts.append(f"{label} {'–' if math.isnan(value) else fmt.format(value)}")
+        shown = ("–" if math.isnan(value)
+                 else metric_labels.readout_value(column, value, digits))
+        parts.append(f"{metric_labels.BY_NAME[column].short} {shown}")
     return ": ".join([parts[0], " · ".join(parts[1:])])
