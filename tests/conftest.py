@@ -66,3 +66,47 @@ def open_session() -> Iterator[Callable[..., object]]:
     yield factory
     for session in opened:
         session.close()
+
+
+# ---- tests by cost --------------------------------------------------------------------------
+# The fast set (the default `pytest`: unit and widget tests, minutes) loads no model; the slow
+# set (`-m slow`) is every test that runs a real model, and is marked here from what the test
+# uses, so a new test lands in the right set without a decorator. scripts/test and CI run both.
+# A test left in the fast set that opens a model all the same fails (see _fast_means_no_model).
+SLOW_DIRS = frozenset({"engine", "gates", "cli", "packaging"})  # every test there runs a model
+MODEL_FIXTURES = frozenset({"embedded_model_path", "chat_model_path", "open_session",
+                            "model_config", "make_window"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = REPO / "tests"
+    for item in items:
+        parts = Path(str(item.fspath)).resolve().relative_to(tests).parts
+        uses = set(getattr(item, "fixturenames", ()))
+        if (parts[0] in SLOW_DIRS or uses & MODEL_FIXTURES) and not item.get_closest_marker(
+                "bundle"):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _fast_means_no_model(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+                         ) -> Iterator[None]:
+    """A test in the fast set must not open a model: it would make the fast set slow."""
+    if request.node.get_closest_marker("slow") or request.node.get_closest_marker("bundle"):
+        yield
+        return
+    from workbench.engine.session import Session
+
+    opened: list[str] = []
+    real = Session.open.__func__  # type: ignore[attr-defined]
+
+    def counting(cls, config, **kwargs):
+        opened.append(config.model or "the bundled model")
+        return real(cls, config, **kwargs)
+
+    monkeypatch.setattr(Session, "open", classmethod(counting))
+    yield
+    if opened:
+        pytest.fail(f"{request.node.nodeid} opened a model ({opened[0]}) but is not in the "
+                    "slow set: give it a model fixture (tests/conftest.py MODEL_FIXTURES) or "
+                    "mark it @pytest.mark.slow")
