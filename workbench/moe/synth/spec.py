@@ -1,0 +1,132 @@
+"""What shapes a synthetic model: the spec, its size presets and the fixed vocabulary."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
+
+SIZES: tuple[str, ...] = ("tiny", "bench")
+WEIGHT_TYPES: tuple[str, ...] = ("F32", "F16", "Q8_0", "Q4_0")
+
+# A small ChatML template: enough for chat mode to render a conversation. The markers are plain
+# text in this byte vocabulary (they tokenize to bytes), which is fine for a noise model.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+# Byte-fallback SentencePiece vocabulary: three specials, then one token per byte value.
+UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
+N_SPECIAL = 3
+VOCAB_SIZE = N_SPECIAL + 256
+
+_FILE_TYPES = {
+    "F32": LlamaFileType.ALL_F32,
+    "F16": LlamaFileType.MOSTLY_F16,
+    "Q8_0": LlamaFileType.MOSTLY_Q8_0,
+    "Q4_0": LlamaFileType.MOSTLY_Q4_0,
+}
+_CORRUPT_SALT = 0xC0FFEE  # mixed into the seed of a corrupted expert slice
+
+
+@dataclass(frozen=True)
+class SynthSpec:
+    """Everything that shapes a synthetic model; the size presets are instances of it."""
+
+    arch: str = "qwen3moe"
+    name: str = "workbench-synthetic-moe"
+    n_layer: int = 4
+    n_embd: int = 128
+    n_head: int = 4
+    n_head_kv: int = 2
+    head_dim: int = 32
+    n_expert: int = 8
+    n_expert_used: int = 2
+    n_ff_exp: int = 128  # hidden width of one expert
+    n_ff_shared: int = 128  # gemma4 only: the always-on shared FFN width
+    n_ctx_train: int = 256
+    rms_eps: float = 1e-6
+    rope_base: float = 1e6
+    expert_type: str = "F32"  # storage type of the *_exps tensors
+    dense_type: str = "F32"  # storage type of the other matrices (norms and router stay F32)
+    # Scales (standard deviations) of the random weights, relative to 1/sqrt(fan_in).
+    attn_gain: float = 0.5  # small: attention nudges, experts decide
+    expert_gain: float = 1.0  # gate/up projections
+    down_gain: float = 4.0  # expert down-projection: large, so the experts dominate the residual
+    router_gain: float = 2.0  # sharpens routing so top-k choices differ clearly per token
+    logit_gain: float = 3.0  # output head: logits of a few units, so greedy picks vary
+    # >0 skews expert popularity per layer (a few hot experts, a long cold tail), as real routers
+    # show; a cache then has something to keep. 0 leaves routing to the random weights.
+    router_skew: float = 0.0
+    # The churning recipe (the bench default): routing that changes like a real model's.
+    churn: bool = False
+    attn_focus: float = 1.1  # churn: q/k norm weight; sets how far back the recency kernel looks
+    copy_gain: float = 1.0  # churn: how strongly attention copies recent tokens into the stream
+    repeat_gain: float = 30.0  # churn: how strongly the head avoids tokens in the stream
+    router_zipf: float = 0.2  # churn: router row scales fall as rank^-zipf (popularity skew)
+    # Layout of the output file(s).
+    split_max_tensors: int = 0  # >0: split into <stem>-0000i-of-0000K.gguf shards
+    # Damage for negative controls; the rest of the file stays byte-identical.
+    zero_experts: bool = False  # every expert slice of every layer all zeros
+    corrupt_expert: tuple[int, int] | None = None  # (layer, expert) redrawn with another seed
+    # bench only: when set, n_layer is chosen so the expert tensors total about this many GiB.
+    target_gib: float | None = None
+
+    @property
+    def expert_bytes(self) -> int:
+        """On-disk bytes of one expert (gate + up + down) in one layer."""
+        per_matrix = _nbytes((self.n_ff_exp, self.n_embd), self.expert_type)
+        return 3 * per_matrix
+
+    @property
+    def layer_expert_bytes(self) -> int:
+        return self.n_expert * self.expert_bytes
+
+
+PRESETS: dict[str, SynthSpec] = {
+    # A 7 MiB file, 6 MiB of it experts: 4 layers x 8 experts x 192 KiB, top-2. A cache of a
+    # handful of experts must evict.
+    "tiny": SynthSpec(),
+    # Real-model proportions (Qwen3-30B-A3B-like widths): one Q4_0 expert is ~2.6 MiB, so the
+    # cost of reading an expert is what it is on a real model. Layers follow target_gib.
+    "bench": SynthSpec(
+        name="workbench-synthetic-moe-bench",
+        n_layer=8,
+        n_embd=2048,
+        n_head=32,
+        n_head_kv=4,
+        head_dim=64,
+        n_expert=128,
+        n_expert_used=8,
+        n_ff_exp=768,
+        n_ff_shared=768,
+        n_ctx_train=4096,
+        expert_type="Q4_0",
+        dense_type="Q8_0",
+        # Routing that churns like a real model's (see _churn_attention and _router): varied
+        # greedy text, consecutive tokens sharing some experts, hot experts and a long tail.
+        churn=True,
+        rope_base=1e4,  # a RoPE spread that gives the recency kernel a reach of ~10 tokens
+        # A sharp router with skewed popularity: a dominant top slot (mean ~0.75 at k=8) and a
+        # tail of small weights, so that cache-aware dropping at 0.75 discards a few percent of
+        # the router's weight mass, as upstream's replays of real routers find (4.4 % on
+        # Qwen3-30B). The gentler router before it (gain 2, zipf 0.2) put 24 % of the mass in
+        # slots below 0.75/k, so every dropping figure was a flat router's, not a real one's.
+        # The smaller down gain keeps greedy text from cycling under the sharper weights.
+        router_gain=3.0,
+        router_zipf=0.4,
+        down_gain=3.0,
+        target_gib=2.0,
+    ),
+}
+
+
+def _nbytes(shape: Sequence[int], ggml_type: str) -> int:
+    block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType[ggml_type]]
+    n = math.prod(shape)
+    return n // block * type_size
