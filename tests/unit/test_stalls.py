@@ -199,3 +199,27 @@ def test_upstream_file_reads_io_and_first_token_prefill():
     assert "prefill" in [c.key for c in first.causes]  # its summary: 29 tokens in 8.598 s
     # Its CPU times are all 0 (not measured there): never read as contention.
     assert "contention" not in e.cause_counts()
+
+
+def test_mem_available_on_a_roomy_machine_is_not_pressure():
+    # Others' allocations move MemAvailable by tens of MiB: not pressure with 8 GiB left...
+    roomy = rows(at={12: {"wall_ms": 40.0, "mem_available_mib": 7900.0, "cpu_ms": 80.0}})
+    assert keys(explain_answer(roomy), 12) == ["unexplained"]
+    # ...but the same fall with little left is.
+    low = rows(at={i: {"mem_available_mib": 2100.0} for i in range(12)}
+               | {12: {"wall_ms": 40.0, "mem_available_mib": 2000.0, "cpu_ms": 80.0}})
+    for i in range(13, 40):
+        low[i]["mem_available_mib"] = 2000.0
+    assert keys(explain_answer(low), 12) == ["memory"]
+
+
+def test_contention_against_the_compute_threads_when_every_token_is_contended():
+    # The whole answer ran at half a core (a busy machine): against its own median the slow
+    # token is not contended, against its 2 threads it is.
+    r = rows(at={i: {"cpu_ms": 5.0} for i in range(40)})
+    r[8].update(wall_ms=25.0, cpu_ms=12.0)
+    assert keys(explain_answer(r), 8) == ["unexplained"]
+    e = explain_answer(r, threads=2)
+    assert keys(e, 8) == ["contention"]
+    assert e.slow[0].causes[0].text == ("CPU contention: 0.50 cores busy of 2 compute threads "
+                                       "(CPU 12 ms in 24 ms)")

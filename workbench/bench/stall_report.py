@@ -78,13 +78,21 @@ def model_expert_bytes(mf: MetricsFile) -> float:
         return -1.0
 
 
+def file_threads(mf: MetricsFile) -> int:
+    """The compute threads the run used: the preamble's `threads` (ours and upstream's)."""
+    value = mf.preamble.get("threads", "")
+    return int(value) if value.isdigit() else -1
+
+
 def explain_file(mf: MetricsFile, *, factor: float = SLOW_FACTOR,
                  expert_bytes: float | None = None) -> list[TurnExplanation]:
     """Every turn of a metrics file, explained on its own (each answer has its own median)."""
     size = model_expert_bytes(mf) if expert_bytes is None else expert_bytes
     prefills = summary_prefills(mf.summaries)
+    threads = file_threads(mf)
     return [TurnExplanation(turn, explain_answer(rows, prefill=prefills.get(turn),
-                                                 expert_bytes=size, factor=factor))
+                                                 expert_bytes=size, threads=threads,
+                                                 factor=factor))
             for turn, rows in split_turns(mf.rows)]
 
 

@@ -37,8 +37,12 @@ SLOW_FACTOR = 2.0  # wall at least this many times the answer's median...
 MIN_EXCESS_MS = 1.0  # ...and at least this much above it
 READ_FACTOR = 1.5  # reads well above the answer's median read
 IO_SHARE = 0.25  # the wait on reads explains at least this share of the excess
-MEMORY_DROP_MIB = 32.0  # a fall of RSS or MemAvailable since the previous token
-CONTENTION_SHARE = 0.6  # cores busy at most this share of the answer's median
+MEMORY_DROP_MIB = 32.0  # a fall of RSS or MemAvailable since the previous token...
+MEMORY_DROP_SHARE = 0.10  # ...and, for MemAvailable, a tenth of what was available...
+MEMORY_LOW_MIB = 2048.0  # ...or what is left is this little (others' allocations on a roomy
+# machine move MemAvailable by tens of MiB without pressing on anyone)
+CONTENTION_SHARE = 0.6  # cores busy at most this share of the answer's median, or of the
+# compute threads (an uncontended decode keeps every thread on a core, spinning if need be)
 VERIFY_COLUMN = "mtp_batch"  # tokens confirmed by the decode; > 1 is a verify batch
 WINDOW_LIST = 5  # slow tokens listed under an answer in the window
 
@@ -227,7 +231,9 @@ def _memory(row: Mapping[str, Any], previous: Mapping[str, Any] | None) -> Cause
         parts.append(f"resident set fell {_mib(rss_before - rss_now)}")
     avail_now = _positive(row, "mem_available_mib")
     avail_before = _positive(previous, "mem_available_mib")
-    if avail_before - avail_now >= MEMORY_DROP_MIB:
+    fall = avail_before - avail_now
+    if fall >= MEMORY_DROP_MIB and (fall >= MEMORY_DROP_SHARE * avail_before
+                                    or avail_now < MEMORY_LOW_MIB):
         figures["mem_available_drop_mib"] = avail_before - avail_now
         figures["mem_available_mib"] = avail_now
         parts.append(f"MemAvailable fell {_mib(avail_before - avail_now)} to {_mib(avail_now)}")
@@ -261,27 +267,34 @@ def _verify(row: Mapping[str, Any]) -> Cause | None:
     return Cause("verify", text, figures)
 
 
-def _contention(row: Mapping[str, Any], m: _Medians) -> Cause | None:
+def _contention(row: Mapping[str, Any], m: _Medians, threads: int) -> Cause | None:
     cpu, busy = _positive(row, "cpu_ms"), _busy_ms(row)
-    if math.isnan(cpu) or not busy > 0 or not m.cores > 0:
+    if math.isnan(cpu) or not busy > 0:
         return None
     cores = cpu / busy
-    if cores > CONTENTION_SHARE * m.cores:
+    figures = {"cores": cores, "cpu_ms": cpu, "busy_ms": busy}
+    if threads > 0 and cores <= CONTENTION_SHARE * threads:
+        against = f"of {threads} compute thread{'s' * (threads != 1)}"
+        figures["threads"] = float(threads)
+    elif m.cores > 0 and cores <= CONTENTION_SHARE * m.cores:
+        against = f"against {m.cores:.2f} for this answer"
+        figures["median_cores"] = m.cores
+    else:
         return None
-    return Cause(
-        "contention",
-        f"CPU contention: {cores:.2f} cores busy against {m.cores:.2f} for this answer "
-        f"(CPU {_ms(cpu)} in {_ms(busy)})",
-        {"cores": cores, "median_cores": m.cores, "cpu_ms": cpu, "busy_ms": busy})
+    return Cause("contention", f"CPU contention: {cores:.2f} cores busy {against} "
+                               f"(CPU {_ms(cpu)} in {_ms(busy)})", figures)
 
 
 def explain_answer(rows: Sequence[Mapping[str, Any]], *, prefill: Prefill | None = None,
-                   expert_bytes: float = -1.0, factor: float = SLOW_FACTOR) -> Explanation:
+                   expert_bytes: float = -1.0, threads: int = -1,
+                   factor: float = SLOW_FACTOR) -> Explanation:
     """The slow tokens of one answer (its rows in order) and their causes.
 
     `expert_bytes`: one expert's size (all projections; a mean across layers), to count the
-    experts a read brought in; -1 leaves the count out. `prefill`: the turn's, for its first
-    token (rows of several turns: pass None, or explain each turn on its own).
+    experts a read brought in; -1 leaves the count out. `threads`: the compute threads the run
+    used (-1: unknown, and contention is judged against the answer's own tokens only).
+    `prefill`: the turn's, for its first token (rows of several turns: pass None, or explain
+    each turn on its own).
     """
     if not factor > 1:
         raise ValueError(f"the slow factor must be above 1, not {factor!r}")
@@ -298,7 +311,7 @@ def explain_answer(rows: Sequence[Mapping[str, Any]], *, prefill: Prefill | None
             _memory(row, rows[i - 1] if i else None), _prefill(row, prefill), _verify(row),
         ) if c is not None]
         if not any(c.key in ("io", "faults") for c in causes):
-            contention = _contention(row, m)
+            contention = _contention(row, m, threads)
             if contention is not None:
                 causes.append(contention)
         if not causes:
