@@ -285,6 +285,31 @@ def _contention(row: Mapping[str, Any], m: _Medians, threads: int) -> Cause | No
                                f"(CPU {_ms(cpu)} in {_ms(busy)})", figures)
 
 
+def _causes(rows: Sequence[Mapping[str, Any]], i: int, m: _Medians, prefill: Prefill | None,
+            expert_bytes: float, threads: int) -> list[Cause]:
+    row = rows[i]
+    excess = _num(row, "wall_ms") - m.wall
+    causes = [c for c in (
+        _reads(row, m, expert_bytes), _io(row, m, excess), _faults(row, m),
+        _memory(row, rows[i - 1] if i else None), _prefill(row, prefill), _verify(row),
+    ) if c is not None]
+    # A decode blocked on reads or faults leaves its cores idle: that is not contention.
+    if not any(c.key in ("io", "faults") for c in causes):
+        contention = _contention(row, m, threads)
+        if contention is not None:
+            causes.append(contention)
+    return causes
+
+
+def explain_token(rows: Sequence[Mapping[str, Any]], index: int, *,
+                  prefill: Prefill | None = None, expert_bytes: float = -1.0,
+                  threads: int = -1) -> tuple[Cause, ...]:
+    """What the figures show about one token against its answer, slow or not (a hover, a
+    check of a provoked token); empty when nothing stands out."""
+    m = _medians(rows)
+    return tuple(_causes(rows, index, m, prefill, expert_bytes, threads))
+
+
 def explain_answer(rows: Sequence[Mapping[str, Any]], *, prefill: Prefill | None = None,
                    expert_bytes: float = -1.0, threads: int = -1,
                    factor: float = SLOW_FACTOR) -> Explanation:
@@ -305,15 +330,7 @@ def explain_answer(rows: Sequence[Mapping[str, Any]], *, prefill: Prefill | None
         wall = _num(row, "wall_ms")
         if not wall >= threshold:
             continue
-        excess = wall - m.wall
-        causes = [c for c in (
-            _reads(row, m, expert_bytes), _io(row, m, excess), _faults(row, m),
-            _memory(row, rows[i - 1] if i else None), _prefill(row, prefill), _verify(row),
-        ) if c is not None]
-        if not any(c.key in ("io", "faults") for c in causes):
-            contention = _contention(row, m, threads)
-            if contention is not None:
-                causes.append(contention)
+        causes = _causes(rows, i, m, prefill, expert_bytes, threads)
         if not causes:
             causes.append(Cause("unexplained", "no recorded figure explains it"))
         step = _num(row, "step")
