@@ -159,7 +159,9 @@ class _Medians:
 
 
 def _medians(rows: Sequence[Mapping[str, Any]]) -> _Medians:
-    walls = [_num(r, "wall_ms") for r in rows]
+    # A row of 0 ms is a token a speculative batch confirmed (upstream bills the whole decode
+    # to the batch's first row): no decode of its own, so no part of the median.
+    walls = [_positive(r, "wall_ms") for r in rows]
     cores = []
     for r in rows:
         cpu, busy = _positive(r, "cpu_ms"), _busy_ms(r)
