@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from workbench.cli.advise import add_advise_parser
     from workbench.cli.bench import add_bench_parser
     from workbench.cli.chat import add_chat_parser
     from workbench.cli.compare import add_compare_parser
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_explain_parser(sub)
     add_conversations_parser(sub)
     add_runs_parser(sub)
+    add_advise_parser(sub)
     add_bench_ui_parser(sub.choices["bench"])
     add_window_parser(sub)
     add_screenshot_parser(sub)
