@@ -55,6 +55,7 @@ from workbench.ui.qt_theme import apply_theme, plot_colours
 from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog
 from workbench.ui.runs.qt_runs_page import QtRunsPage
 from workbench.ui.settings.qt_settings_page import QtSettingsPage
+from workbench.ui.stalls.qt_stall_hook import StallExplainer
 from workbench.ui.tasks import Tasks
 from workbench.ui.telemetry.qt_cache_sizing import QtCacheSizing
 from workbench.ui.telemetry.qt_expert_map import QtExpertMap
@@ -181,6 +182,8 @@ class QtMainWindow(QMainWindow):
             lambda: self.chat.conversation_id, self.tasks.spawn, self,
         )
         db.on_fault = self._store_fault
+        # Slow tokens under each answer and on the plots (ui/stalls/); it only listens.
+        self.stalls = StallExplainer(self.chat_view, self.telemetry, db, self.tasks.spawn)
         # What the last window on this data directory left (window_memory.py): its layout and
         # theme now, its conversation and model once start() runs.
         self.memory = load_memory(self.data)
