@@ -78,12 +78,16 @@ class Layout:
     is_moe: bool
 
 
-def layout_of(facts: ModelFacts, expert_bytes_per_layer: dict[int, int]) -> Layout:
-    top_k = min(facts.n_expert_used, facts.n_expert) if facts.is_moe else 0
-    demand = sum(b * top_k for b in expert_bytes_per_layer.values())
+def layout_of(facts: ModelFacts) -> Layout:
+    """From the header alone. One token routes top-k experts in every MoE layer, and each
+    layer holds n_expert of them: k / n_expert of all expert bytes, exactly, whatever the
+    layers' sizes."""
+    is_moe = facts.is_moe and facts.expert_bytes > 0
+    top_k = min(facts.n_expert_used, facts.n_expert) if is_moe else 0
+    demand = facts.expert_bytes * top_k / facts.n_expert if is_moe else 0.0
     return Layout(weights_mib=facts.tensor_bytes / MIB, expert_mib=facts.expert_bytes / MIB,
                   dense_mib=(facts.tensor_bytes - facts.expert_bytes) / MIB,
-                  token_demand_mib=demand / MIB, is_moe=facts.is_moe and facts.expert_bytes > 0)
+                  token_demand_mib=demand / MIB, is_moe=is_moe)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,7 @@ def add_advise_parser(sub: argparse._SubParsersAction) -> None:
 def run_advise(args: argparse.Namespace) -> int:
     from workbench.bench.advise import format_advice, layout_of, plan, this_machine, with_probe
     from workbench.config import BY_NAME, Config
-    from workbench.moe.layout import ModelFileError, expert_tensors, read_model_facts
+    from workbench.moe.layout import ModelFileError, read_model_facts
     from workbench.ui.models.estimate import estimate_memory
 
     n_ctx = args.ctx if args.ctx is not None else Config().n_ctx
@@ -60,13 +60,10 @@ def run_advise(args: argparse.Namespace) -> int:
     path = Path(args.model)
     try:
         facts = read_model_facts(path)
-        per_layer: dict[int, int] = {}
-        for t in expert_tensors(path):
-            per_layer[t.layer] = per_layer.get(t.layer, 0) + t.expert_stride
     except (ModelFileError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    layout = layout_of(facts, per_layer)
+    layout = layout_of(facts)
     machine = this_machine()
     if args.memory_mib is not None:
         machine = dataclasses.replace(machine, available_mib=args.memory_mib)

@@ -40,6 +40,7 @@ from workbench.moe.projector import find_beside
 from workbench.ui.models import discovery
 from workbench.ui.models.discovery import FoundModel, Source
 from workbench.ui.models.estimate import available_memory_mib, estimate_memory
+from workbench.ui.models.qt_fit_offer import QtFitOffer
 from workbench.ui.models.recent import load_recent
 from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.qt_text_style import tone_text
@@ -122,6 +123,7 @@ class QtModelPicker(QDialog):
         self.n_threads.setValue(config.n_threads)
         self.estimate = plain_label()
         self.estimate.setWordWrap(True)
+        self.fit_offer = QtFitOffer()  # streaming, when the model will not fit in memory
         # The image projector: offered when an mmproj*.gguf sits beside the chosen model.
         self.mmproj = QLineEdit(config.mmproj)
         self.mmproj.setPlaceholderText("none: the model cannot see images")
@@ -153,6 +155,7 @@ class QtModelPicker(QDialog):
         right.addWidget(self.details, 1)
         right.addLayout(form)
         right.addWidget(self.estimate)
+        right.addWidget(self.fit_offer)
         body = QHBoxLayout()
         body.addLayout(left, 2)
         body.addLayout(right, 3)
@@ -252,7 +255,8 @@ class QtModelPicker(QDialog):
             return None
         return self.config.replace(model=str(self.path), n_ctx=self.n_ctx.value(),
                                    n_threads=self.n_threads.value(),
-                                   mmproj=self.mmproj.text().strip())
+                                   mmproj=self.mmproj.text().strip(),
+                                   **self.fit_offer.settings())
 
     def _selected(self, item: QListWidgetItem | None) -> None:
         if item is not None:
@@ -303,6 +307,7 @@ class QtModelPicker(QDialog):
             return
         est = estimate_memory(self.facts, self.n_ctx.value(), available_memory_mib())
         self.estimate.setText("\n".join(est.lines()))
+        self.fit_offer.update_for(self.facts, est.kv_max_mib, est.available_mib)
         tone_text(self.estimate, "error" if est.fits is False else None)
 
     async def _browse_mmproj(self) -> None:
