@@ -56,6 +56,7 @@ def test_explain_counts_experts_with_the_model(capsys, tmp_path, tiny_moe_path):
     (["explain", "/nonexistent.csv"], 1, "No such file"),
     (["explain", UPSTREAM, "--factor", "1"], 2, "--factor must be a number above 1"),
     (["explain", UPSTREAM, "--factor", "nan"], 2, "--factor must be a number above 1"),
+    (["explain", UPSTREAM, "--factor", "inf"], 2, "--factor must be a number above 1"),
     (["explain", UPSTREAM, "--limit", "-1"], 2, "--limit must be 0"),
     (["explain", UPSTREAM, "--model", "/nonexistent.gguf"], 1, "--model"),
 ])

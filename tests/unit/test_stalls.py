@@ -138,6 +138,7 @@ def test_unmeasured_figures_are_not_evidence():
         row["io_ms"] = -1.0
     r[11]["rss_mib"] = 0.0
     assert keys(explain_answer(r), 10) == ["unexplained"]
+    assert keys(explain_answer(r, threads=2), 10) == ["unexplained"]  # 0 CPU: not 0 cores
     no_wall = [{"step": 1, "wall_ms": -1.0}]
     e = explain_answer(no_wall)
     assert e.slow == () and math.isnan(e.median_ms)
@@ -223,3 +224,10 @@ def test_contention_against_the_compute_threads_when_every_token_is_contended():
     assert keys(e, 8) == ["contention"]
     assert e.slow[0].causes[0].text == ("CPU contention: 0.50 cores busy of 2 compute threads "
                                        "(CPU 12 ms in 24 ms)")
+
+
+def test_rows_a_speculative_batch_confirmed_stay_out_of_the_median():
+    # Upstream bills a batch's decode to its first row and 0 ms to the tokens it confirmed.
+    r = rows(at={i: {"wall_ms": 0.0, "cpu_ms": 0.0} for i in range(0, 40, 2)})
+    e = explain_answer(r)
+    assert e.median_ms == pytest.approx(10.2) and e.slow == ()
