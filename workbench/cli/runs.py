@@ -136,13 +136,14 @@ def _summary_lines(run: Any) -> list[str]:
 def _explain(run: Any, rows: list[dict[str, Any]]) -> list[Any]:
     from workbench.bench.stall_report import TurnExplanation, expert_bytes_of, split_turns
     from workbench.bench.stalls import explain_answer, prefill_of
+    from workbench.moe.layout import ModelFileError
 
     size = -1.0
     model = str(run.settings.get("model") or run.model.get("path") or "")
     if model:
         try:
             size = expert_bytes_of(model)
-        except Exception:  # the model file moved or changed: the count is left out
+        except (ModelFileError, OSError):  # the model file moved or changed: no count
             size = -1.0
     threads = run.settings.get("n_threads")
     threads = threads if isinstance(threads, int) and not isinstance(threads, bool) else -1
@@ -154,6 +155,7 @@ def _explain(run: Any, rows: list[dict[str, Any]]) -> list[Any]:
 
 def run_show(args: argparse.Namespace) -> int:
     from workbench.bench.stall_report import format_report, report_json
+    from workbench.bench.stalls import SLOW_FACTOR
 
     if args.csv:
         from workbench.atomic_write import OutputFileError, check_output_path
@@ -179,7 +181,7 @@ def run_show(args: argparse.Namespace) -> int:
                     "model": run.model, "engine_version": run.engine_version,
                     "settings": run.settings, "summary": run.summary,
                     "tokens": len(rows),
-                    "explain": report_json(turns, f"run {run.id}", 2.0)["turns"]})
+                    "explain": report_json(turns, f"run {run.id}", SLOW_FACTOR)["turns"]})
         return 0
     model = run.model.get("name") or run.model.get("path") or "?"
     of = f"conversation {conversation}" if conversation is not None else "headless"
@@ -190,7 +192,7 @@ def run_show(args: argparse.Namespace) -> int:
     print("\n".join(_summary_lines(run)))
     if rows:
         print()
-        print(format_report(turns, f"run {run.id}", 2.0, 10), end="")
+        print(format_report(turns, f"run {run.id}", SLOW_FACTOR, 10), end="")
     else:
         print("no token rows")
     return 0

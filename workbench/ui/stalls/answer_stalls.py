@@ -9,6 +9,7 @@ from typing import Any
 
 from workbench.bench.stall_report import expert_bytes_of
 from workbench.bench.stalls import Explanation, explain_answer, prefill_of
+from workbench.moe.layout import ModelFileError
 from workbench.store import Store
 
 
@@ -36,7 +37,7 @@ def answer_stalls(store: Store, message_id: int) -> AnswerStalls | None:
     if model and last.info.get("n_expert", 0):
         try:
             size = expert_bytes_of(model)
-        except Exception:  # moved or changed since: the expert count is left out
+        except (ModelFileError, OSError):  # moved or changed since: no expert count
             size = -1.0
     # Only the first run of an answer prefilled the question (a continuation reads its own
     # answer back), and its first row is the answer's first token.
