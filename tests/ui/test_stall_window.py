@@ -76,7 +76,7 @@ def test_listed_marked_and_selected_everywhere(qtbot, make_window, data_dir):
 
 
 def test_a_streamed_answer_gets_the_list_its_stored_rows_give(qtbot, make_window):
-    from workbench.bench.stalls import explain_answer
+    from workbench.bench.stalls import explain_answer, prefill_of
     from workbench.ui.stalls.qt_stall_list import QtStallList
 
     window = make_window()
@@ -85,9 +85,12 @@ def test_a_streamed_answer_gets_the_list_its_stored_rows_give(qtbot, make_window
     qtbot.waitUntil(lambda: window.stalls.explained > done, timeout=WAIT)
     answer = window.chat_view.messages[-1]
     run_id = answer.shown.stats.run_id
-    rows = window.tasks.spawn(window.db.call(lambda s: s.token_rows(run_id)))
-    qtbot.waitUntil(rows.done, timeout=WAIT)
-    expected = explain_answer(rows.result(), threads=window.config.n_threads)
+    stored = window.tasks.spawn(window.db.call(
+        lambda s: (s.token_rows(run_id), s.get_run(run_id).summary)))
+    qtbot.waitUntil(stored.done, timeout=WAIT)
+    rows, summary = stored.result()
+    # The answer's first token after its prefill, as the run's summary records it.
+    expected = explain_answer(rows, prefill=prefill_of(summary), threads=window.config.n_threads)
     listing = answer.findChild(QtStallList)
     assert listing is not None
     assert listing.lines == [t.line(expected.median_ms) for t in expected.worst()]
