@@ -10,11 +10,15 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from workbench.cli.advise import add_advise_parser
     from workbench.cli.bench import add_bench_parser
     from workbench.cli.chat import add_chat_parser
     from workbench.cli.compare import add_compare_parser
+    from workbench.cli.conversations import add_conversations_parser
+    from workbench.cli.explain import add_explain_parser
     from workbench.cli.models import add_inspect_parser, add_make_model_parser
     from workbench.cli.replay import add_replay_parser
+    from workbench.cli.runs import add_runs_parser
     from workbench.cli.window import add_bench_ui_parser, add_screenshot_parser, add_window_parser
 
     parser = argparse.ArgumentParser(
@@ -28,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub)
     add_compare_parser(sub)
     add_replay_parser(sub)
+    add_explain_parser(sub)
+    add_conversations_parser(sub)
+    add_runs_parser(sub)
+    add_advise_parser(sub)
     add_bench_ui_parser(sub.choices["bench"])
     add_window_parser(sub)
     add_screenshot_parser(sub)

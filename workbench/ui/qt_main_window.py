@@ -56,6 +56,7 @@ from workbench.ui.runs.qt_runs_page import QtRunsPage
 from workbench.ui.session_controller import SessionController
 from workbench.ui.session_view import SessionView
 from workbench.ui.settings.qt_settings_page import QtSettingsPage
+from workbench.ui.stalls.qt_stall_hook import StallExplainer
 from workbench.ui.store_banner import StoreBanner
 from workbench.ui.store_salvage import StoreSalvage
 from workbench.ui.tasks import Tasks
@@ -174,6 +175,8 @@ class QtMainWindow(QMainWindow):
                                   lambda: self.salvage.actions(self.tasks.spawn))
         self.salvage = StoreSalvage(db, self.banner, self.notice, self.status,
                                     lambda: self.chat.generating, self._reload_store)
+        # Slow tokens under each answer and on the plots (ui/stalls/); it only listens.
+        self.stalls = StallExplainer(self.chat_view, self.telemetry, db, self.tasks.spawn)
         # What the last window on this data directory left (window_memory.py): its layout and
         # theme now, its conversation and model once start() runs.
         self.remembered = RememberedWindow(self, self.data, self.tasks.spawn,

@@ -30,6 +30,7 @@ class QtChatView(QWidget):
     edit_submitted = Signal(int, str)
     version_requested = Signal(int)
     token_clicked = Signal(int)
+    tokens_shown = Signal(object)  # a QtMessageWidget that was given its tokens (set_tokens)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -86,6 +87,7 @@ class QtChatView(QWidget):
         widget.edit_submitted.connect(self.edit_submitted)
         widget.version_requested.connect(self.version_requested)
         widget.token_clicked.connect(self.token_clicked)
+        widget.tokens_set.connect(lambda w=widget: self.tokens_shown.emit(w))
         self._layout.insertWidget(self._layout.count() - 1, widget)
         self._widgets.append(widget)
         self.placeholder.setVisible(False)

@@ -52,6 +52,7 @@ class QtMessageWidget(QFrame):
     edit_submitted = Signal(int, str)  # message id of the user message, the new text
     version_requested = Signal(int)  # message id of the sibling to show
     token_clicked = Signal(int)  # token index across the conversation (x on the plots)
+    tokens_set = Signal()  # set_tokens gave it its tokens (the stall explainer listens)
 
     def __init__(self, shown: ShownMessage, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -250,6 +251,11 @@ class QtMessageWidget(QFrame):
         self.tokens_button.setVisible(bool(pieces))
         if self.tokens_button.isChecked():
             self._show_tokens(True)
+        self.tokens_set.emit()
+
+    def add_section(self, widget: QWidget) -> None:
+        """A widget of another module's under the message, after its stats (the stall list)."""
+        self._layout.addWidget(widget)
 
     @property
     def token_x0(self) -> int:

@@ -45,6 +45,7 @@ from workbench.ui.models import discovery
 from workbench.ui.models.discovery import FoundModel, Source
 from workbench.ui.models.estimate import available_memory_mib, estimate_memory
 from workbench.ui.models.model_settings import OpeningSettings, opening_settings
+from workbench.ui.models.qt_fit_offer import QtFitOffer
 from workbench.ui.models.recent import load_recent
 from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.qt_text_style import tone_text
@@ -137,6 +138,7 @@ class QtModelPicker(QDialog):
         self.opens_with = plain_label()  # where the settings come from, and what they are
         self.opens_with.setWordWrap(True)
         self.n_threads.valueChanged.connect(self._show_opening)
+        self.fit_offer = QtFitOffer()  # streaming, when the model will not fit in memory
         # The image projector: offered when an mmproj*.gguf sits beside the chosen model.
         self.mmproj = QLineEdit(config.mmproj)
         self.mmproj.setPlaceholderText("none: the model cannot see images")
@@ -169,6 +171,7 @@ class QtModelPicker(QDialog):
         right.addLayout(form)
         right.addWidget(self.opens_with)
         right.addWidget(self.estimate)
+        right.addWidget(self.fit_offer)
         body = QHBoxLayout()
         body.addLayout(left, 2)
         body.addLayout(right, 3)
@@ -272,7 +275,8 @@ class QtModelPicker(QDialog):
         """The selected model with its own settings, as edited here."""
         base = self.opening.config if self.opening is not None else self.config
         return base.replace(model=str(self.path), n_ctx=self.n_ctx.value(),
-                            n_threads=self.n_threads.value(), mmproj=self.mmproj.text().strip())
+                            n_threads=self.n_threads.value(), mmproj=self.mmproj.text().strip(),
+                            **self.fit_offer.settings())
 
     def _chosen(self) -> Config:
         """What to load: as edited, with a reply that fits the context."""
@@ -338,6 +342,7 @@ class QtModelPicker(QDialog):
         self._show_opening()
         est = estimate_memory(self.facts, self.n_ctx.value(), available_memory_mib())
         self.estimate.setText("\n".join(est.lines()))
+        self.fit_offer.update_for(self.facts, est.kv_max_mib, est.available_mib)
         tone_text(self.estimate, "error" if est.fits is False else None)
 
     async def _browse_mmproj(self) -> None:

@@ -75,6 +75,7 @@ class QtTelemetryPanel(QWidget):
     follow_changed = Signal(bool)
     headline_updated = Signal(object)  # Headline, at most twice a second
     span_selected = Signal(int, int)  # first and last token x of a selected span; -1, -1: none
+    cleared = Signal()  # clear() emptied the plots (items others drew on them go too)
 
     def __init__(self, parent: QWidget | None = None, capacity: int = CAPACITY,
                  pacer: UiPacer | None = None) -> None:
@@ -317,6 +318,7 @@ class QtTelemetryPanel(QWidget):
             self._say(key, NO_DATA)
         self.headline = HeadlineTracker()
         self.set_following(True)
+        self.cleared.emit()
 
     # ---- painting -----------------------------------------------------------------------------
 
