@@ -82,13 +82,13 @@ def start_server(engine: Any, *, api_key: str | None = None, max_waiting: int = 
                  max_body_bytes: int | None = None) -> tuple[Served, Callable[[], None]]:
     import uvicorn
 
-    from workbench.cli.serve import model_name
     from workbench.server.app import MAX_BODY_BYTES, create_app
+    from workbench.server.engine_host import model_id
     from workbench.server.runner import Runner
 
     recorder = Recorder()
     runner = Runner(engine, max_waiting=max_waiting, observer=recorder)
-    model = model_name(engine.run_info)
+    model = model_id(engine.run_info)
     app = create_app(runner, model, api_key=api_key,
                      max_body_bytes=max_body_bytes or MAX_BODY_BYTES)
     port = free_port()

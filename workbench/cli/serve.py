@@ -118,9 +118,10 @@ def _serve(args: argparse.Namespace, info: RunInfo, engine) -> int:
     import uvicorn
 
     from workbench.server.app import create_app
+    from workbench.server.engine_host import model_id as model_id_of
     from workbench.server.runner import Runner
 
-    model_id = model_name(info)
+    model_id = model_id_of(info)
     runner = Runner(engine, max_waiting=args.queue,
                     observer=None if args.quiet else LogObserver())
     app = create_app(runner, model_id, api_key=args.api_key,
@@ -141,12 +142,6 @@ def _serve(args: argparse.Namespace, info: RunInfo, engine) -> int:
     print(f"stopped: {runner.completed} requests served, {runner.admission.refused} refused "
           "(queue full)", file=sys.stderr)
     return 0 if server.started else 1
-
-
-def model_name(info: RunInfo) -> str:
-    """The model's id on the API: its file name without `.gguf`."""
-    name = info.model.name
-    return name[:-5] if name.lower().endswith(".gguf") else name
 
 
 class RunInfoOnce:

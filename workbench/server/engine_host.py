@@ -22,6 +22,12 @@ from workbench.engine.sinks import Sink
 T = TypeVar("T")
 
 
+def model_id(info: RunInfo) -> str:
+    """The model's id on the API: its file name without `.gguf`."""
+    name = info.model.name
+    return name[:-5] if name.lower().endswith(".gguf") else name
+
+
 class EngineHost(Protocol):
     async def run(self, job: Callable[[Session], T]) -> T: ...
 

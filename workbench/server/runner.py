@@ -101,6 +101,7 @@ class Runner:
         self.slots = Slots()  # touched on the engine thread only
         self.completed = 0
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._generations: set[Generation] = set()  # admitted, engine work not finished
 
     def start(self, call: EngineCall, info: RequestInfo) -> Generation:
         """Admit `call` (ApiError 429 when the queue is full) and queue its engine job."""
@@ -111,10 +112,12 @@ class Runner:
         task = loop.create_task(self.host.run(lambda session: self._job(session, call,
                                                                         generation)))
         self._tasks.add(task)
+        self._generations.add(generation)
 
         def done(t: asyncio.Task[Any]) -> None:
             # The place in the queue is free only when the engine is: not when the client left.
             self._tasks.discard(t)
+            self._generations.discard(generation)
             self.admission.release(time.perf_counter() - started)
             self.completed += 1
             if t.cancelled():
@@ -124,6 +127,11 @@ class Runner:
 
         task.add_done_callback(done)
         return generation
+
+    def cancel_all(self) -> None:
+        """Stop every admitted request (running or waiting). Safe from any thread."""
+        for generation in list(self._generations):
+            generation.cancel()
 
     async def drain(self) -> None:
         """Wait until every admitted request's engine work has finished."""
