@@ -43,7 +43,7 @@ def test_reasoning_is_returned_as_reasoning_content(thinking_engine):
         assert reasoning and reasoning.strip()
         # What the parser kept as reasoning is not in the answer.
         assert reasoning not in (message.content or "")
-        request, result = served.recorder.ended[-1]
+        _, result = served.recorder.ended[-1]
         assert result.reasoning == reasoning and result.text == message.content
         chunks = list(client.chat.completions.create(model="any", messages=messages,
                                                      max_tokens=12, temperature=0, stream=True))
