@@ -27,7 +27,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from workbench.engine.requests import GenerateResult, PrefillProgress, StopReason, TokenEvent
+from workbench.engine.requests import (
+    GenerateResult,
+    PrefillProgress,
+    SessionError,
+    StopReason,
+    TokenEvent,
+)
 from workbench.server.errors import ApiError
 from workbench.server.protocol import EngineCall, parse_chat, parse_completion, parse_json
 from workbench.server.responses import (
@@ -164,6 +170,14 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
         return JSONResponse(ApiError(exc.status_code, what, type=kind).body(),
                             status_code=exc.status_code)
 
+    async def engine_error(request: Request, exc: Exception) -> Response:
+        # No model (the window closed it), or the engine failed: an OpenAI-style body still.
+        if isinstance(exc, SessionError):
+            return JSONResponse(ApiError(503, str(exc), type="server_error",
+                                         code="model_not_loaded").body(), status_code=503)
+        return JSONResponse(ApiError(500, f"the server failed: {exc}", type="server_error").body(),
+                            status_code=500)
+
     app = Starlette(
         routes=[
             Route("/v1/models", models, methods=["GET"]),
@@ -171,7 +185,8 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
             Route("/v1/completions", completions, methods=["POST"]),
             Route("/health", health, methods=["GET"]),
         ],
-        exception_handlers={ApiError: api_error, HTTPException: http_error},
+        exception_handlers={ApiError: api_error, HTTPException: http_error,
+                            Exception: engine_error},
         lifespan=lifespan,
     )
     if api_key:
