@@ -14,7 +14,7 @@ from tests.ui.user_actions import WAIT, send
 pytestmark = pytest.mark.slow
 
 
-def test_the_window_serves_its_model_and_plots_the_requests(qtbot, make_window):
+def test_the_window_serves_its_model_and_plots_the_requests(qtbot, make_window, run):
     import openai
 
     window = make_window()
@@ -38,6 +38,13 @@ def test_the_window_serves_its_model_and_plots_the_requests(qtbot, make_window):
     qtbot.waitUntil(lambda: window.telemetry.next_x == x_before + n, timeout=WAIT)
     qtbot.waitUntil(lambda: switch.served == 1, timeout=WAIT)
     assert "test-editor" in switch.label.text() and switch.label.isVisible()
+    # Kept as a run, like a chat turn: headless, named after the client, with its token rows.
+    qtbot.waitUntil(lambda: not switch._saving, timeout=WAIT)
+    runs = run(window.db.call(lambda s: s.list_runs(headless=True)))
+    kept = [r for r in runs if "test-editor" in r.label]
+    assert len(kept) == 1 and kept[0].label.startswith("server · ")
+    rows = run(window.db.call(lambda s: s.token_rows(kept[0].id)))
+    assert len(rows) == n
     # The window's own chat goes on with its own settings and conversation.
     send(qtbot, window, "Name a fruit.")
     assert window.chat.last_result.ok

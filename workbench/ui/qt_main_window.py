@@ -267,7 +267,8 @@ class QtMainWindow(QMainWindow):
                      lambda: spawn(self.open_bench_matrix(), name="bench-matrix"))
         self._action(tools_menu, "Save route &trace of the last answer", "",
                      lambda: spawn(self.save_route_trace(), name="route-trace"))
-        self.server_switch = QtServerSwitch(self.bridge, self.telemetry, self.status, self)
+        self.server_switch = QtServerSwitch(self.bridge, self.telemetry, self.status, self,
+                                            db=self.db)
         tools_menu.addAction(self.server_switch.action)
 
     def _action(self, menu, text: str, shortcut: str, slot) -> QAction:

@@ -4,7 +4,8 @@ The server (workbench/server/, Qt-free) runs uvicorn on a thread of its own, wit
 loop, and sends its requests to the window's engine thread through the bridge, so the window
 and the server share one model, one engine thread and one KV pool (the server's conversations
 are kept apart under their own keys). While it is on, the live plots follow the server's
-requests as they follow the window's answers, and a status-bar label names the client.
+requests as they follow the window's answers, a status-bar label names the client, and each
+request is kept in the store as a run with its token rows (the Runs page lists it).
 Only 127.0.0.1: exposing the model further is `workbench serve --host`'s job, with its warning.
 """
 
@@ -42,9 +43,13 @@ class QtServerSwitch(QObject):
     state_changed = Signal(str)  # the label's text
 
     def __init__(self, bridge: Any, telemetry: Any, status: QStatusBar, parent: QObject,
-                 port: int = DEFAULT_PORT) -> None:
+                 port: int = DEFAULT_PORT, db: Any = None) -> None:
         super().__init__(parent)
         self.bridge = bridge
+        self.db = db  # the window's AsyncStore: each request is kept as a headless run
+        self._rows: dict[str, list[Any]] = {}  # the running request's token rows
+        self._run_info: Any = None
+        self._saving: set[asyncio.Task[Any]] = set()
         self.telemetry = telemetry
         self.port = port
         self.label = QLabel("")
@@ -111,7 +116,8 @@ class QtServerSwitch(QObject):
         from workbench.server.engine_host import model_id
         from workbench.server.runner import Runner
 
-        name = await self.bridge.run_on_session(lambda session: model_id(session.run_info))
+        self._run_info = await self.bridge.run_on_session(lambda session: session.run_info)
+        name = model_id(self._run_info)
         runner = Runner(_BridgeHost(self.bridge), observer=_Observer(self._observed))
         server = uvicorn.Server(uvicorn.Config(create_app(runner, name), host=HOST,
                                                port=self.port, log_level="warning",
@@ -153,6 +159,8 @@ class QtServerSwitch(QObject):
             self._runner.cancel_all()
         if thread is not None:
             await asyncio.get_running_loop().run_in_executor(None, thread.join)
+        if self._saving:  # the last requests' runs land before the database closes
+            await asyncio.gather(*list(self._saving), return_exceptions=True)
         # No widget is touched here: at shutdown the window's may be gone already.
         self._server = self._thread = self._runner = None
 
@@ -161,15 +169,39 @@ class QtServerSwitch(QObject):
     def _on_observed(self, what: str, request: RequestInfo, payload: Any) -> None:
         if what == "started":
             self.telemetry.begin_turn()
+            self._rows[request.id] = []
             self._say(f"server: answering {request.client}")
         elif what == "token":
             self.telemetry.append(payload.metrics)
+            self._rows.setdefault(request.id, []).append(payload.metrics)
         else:
             self.served += 1
+            self._keep_run(request, payload, self._rows.pop(request.id, []))
             summary = payload.summary
             done = (f"{summary.n_generated} tokens" if summary is not None
                     else str(payload.stop_reason))
             self._say(f"server: {request.client}, {done} · {self.served} served")
+
+    def _keep_run(self, request: RequestInfo, result: Any, rows: list[Any]) -> None:
+        """The request as a run in the store, like a chat turn's (headless: no message), with
+        its token rows; the Runs page lists it under the client's name."""
+        if self.db is None or self._run_info is None or result.summary is None:
+            return
+        info, summary, label = self._run_info, result.summary, f"server · {request.client}"
+
+        def save(store: Any) -> None:
+            run = store.create_run(info, summary=summary, label=label)
+            if rows:
+                store.add_token_rows(run.id, rows)
+
+        task = asyncio.get_running_loop().create_task(self.db.call(save))
+        self._saving.add(task)
+        task.add_done_callback(self._saved)
+
+    def _saved(self, task: asyncio.Task[Any]) -> None:
+        self._saving.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("keeping a server request's run failed", exc_info=task.exception())
 
     def _say(self, text: str) -> None:
         self.label.setText(text)
