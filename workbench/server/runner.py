@@ -11,6 +11,7 @@ not been there. `cancel()` (a client that went away) stops the turn within one d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -53,8 +54,11 @@ class Generation:
         self._live: Session | None = None  # the session, while this request's turn runs
 
     def push(self, item: Event | Started | BaseException) -> None:
-        """From the engine thread."""
-        self._loop.call_soon_threadsafe(self.events.put_nowait, item)
+        """From the engine thread. The server's loop outlives every admitted request (its
+        lifespan drains them); should it be gone all the same, the event is dropped rather
+        than raised into the engine thread, which would end it."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self.events.put_nowait, item)
 
     async def next(self) -> Event | Started:
         item = await self.events.get()
