@@ -36,6 +36,8 @@ def test_import_contracts_hold():
     ("engine/prompt.py", "import llama_cpp", "llama_cpp only in backend.llama"),
     ("engine/images.py", "import llama_cpp.mtmd_cpp", "llama_cpp only in backend.llama"),
     ("ui/chat/shown.py", "from workbench.engine import session", "engine.session only"),
+    ("server/app.py", "import PySide6", "Qt only in ui"),
+    ("server/runner.py", "from workbench.ui import bridge", "Layers point downward"),
 ])
 def test_the_contracts_catch_a_violation(tmp_path, module, line, contract):
     """Negative control: each contract fails on a copy of the tree with one bad import added."""

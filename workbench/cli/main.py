@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     from workbench.cli.models import add_inspect_parser, add_make_model_parser
     from workbench.cli.replay import add_replay_parser
     from workbench.cli.runs import add_runs_parser
+    from workbench.cli.serve import add_serve_parser
     from workbench.cli.window import add_bench_ui_parser, add_screenshot_parser, add_window_parser
 
     parser = argparse.ArgumentParser(
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_ui_parser(sub.choices["bench"])
     add_window_parser(sub)
     add_screenshot_parser(sub)
+    add_serve_parser(sub)
     return parser
 
 

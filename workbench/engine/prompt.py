@@ -78,10 +78,11 @@ class PromptBuilder:
 
     def build(self, history: list[Message], text: str, *, think: bool,
               system_prompt: str, images: tuple[ImageInput, ...] = (),
-              table: dict[str, ImageInput] | None = None) -> Prompt:
+              table: dict[str, ImageInput] | None = None, raw: bool = False) -> Prompt:
         """The prompt for `text` (with `images`) after `history`. `table` holds the bytes of
-        every image the history refers to. ImageInputError when an image cannot be used."""
-        if self.template is None:
+        every image the history refers to. ImageInputError when an image cannot be used.
+        `raw`: the text alone, as is, even when there is a template."""
+        if self.template is None or raw:
             return self._raw(text, images)
         user_message = {"role": "user", "content": text}
         if images:

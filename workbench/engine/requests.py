@@ -54,6 +54,11 @@ class GenerateRequest:
     continue_reasoning: str = ""
     # Images attached to this message (engine/images.py), shown to the model before its text.
     images: tuple[ImageInput, ...] = ()
+    # The text goes to the model as is, without the chat template (the server's completions).
+    raw: bool = False
+    # The turn ends, as at the model's own end (StopReason.EOS), once the generated text
+    # contains one of these; the text keeps it (the caller trims it).
+    stop: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

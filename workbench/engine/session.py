@@ -464,7 +464,8 @@ class Session:
                 check_image(image)
             prompt = self._prompts.build(self.history, request.text, think=think,
                                          system_prompt=self.config.system_prompt,
-                                         images=request.images, table=self._images)
+                                         images=request.images, table=self._images,
+                                         raw=request.raw)
             self._prompts.extend(prompt, request.continue_from, request.continue_reasoning)
         except ImageInputError as exc:
             return _rejected(f"{exc}. The message was not sent; nothing was lost.")
@@ -488,7 +489,7 @@ class Session:
                 "context size."
             )
         turn = Turn(index=self._turn_index, prompt=prompt, n_predict=n_predict,
-                    started_ns=started_ns)
+                    started_ns=started_ns, stop=request.stop)
         if self._streaming is not None:
             self._streaming.begin_turn(turn.index, request.conversation)
         turn.restored, turn.restore_seconds = self._switch_to(request.conversation)

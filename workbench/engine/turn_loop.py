@@ -50,6 +50,17 @@ class Turn:
     utf8: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
     )
+    stop: tuple[str, ...] = ()  # stop strings (GenerateRequest.stop)
+    _tail: str = ""  # the end of the generated text, as long as a stop string could need
+
+    def hits_stop(self, piece: str) -> bool:
+        """`piece` was just generated: does the text now contain a stop string? Only the
+        tail a new match could lie in is searched, so a long answer costs no more per token."""
+        if not self.stop:
+            return False
+        longest = max(len(s) for s in self.stop)
+        self._tail = (self._tail + piece)[-(longest + len(piece)):]
+        return any(s and s in self._tail for s in self.stop)
 
     @property
     def generated_text(self) -> str:
@@ -123,6 +134,7 @@ class TurnLoop:
             text_piece = turn.utf8.decode(piece)
             turn.generated.append(text_piece)
             delta = parser.feed(text_piece)
+            at_stop = turn.hits_stop(text_piece)
             row = token_row(
                 step=len(rows) + 1, steps=turn.n_predict, turn=turn.index, token=tok, piece=piece,
                 t0_ns=t0, t1_ns=t1, prev_end_ns=prev_end, before=before, after=after,
@@ -142,6 +154,9 @@ class TurnLoop:
                     expert_map=streaming.activity() if streaming is not None else None,
                 ))
             prev_end = t1
+            if at_stop:  # after this token's row and event: the turn ends as at an end token
+                stop = StopReason.EOS
+                break
             if len(rows) < turn.n_predict:
                 tok = p.pick_token()
         end_ns = time.perf_counter_ns()

@@ -326,6 +326,12 @@ class EngineBridge:
 
         return await self._call(job)
 
+    async def run_on_session(self, job: Callable[[Session], T]) -> T:
+        """`job(session)` on the engine thread, queued behind the window's own work, from any
+        asyncio loop (the server's requests when the window serves its model:
+        ui/qt_server_switch.py). SessionError when no model is loaded."""
+        return await self._call(lambda: job(self._require()))
+
     def _require(self) -> Session:
         if self._session is None:
             raise SessionError("no model is loaded: open one first")

@@ -48,6 +48,7 @@ from workbench.ui.db_worker import AsyncStore
 from workbench.ui.models.qt_model_picker import QtModelPicker
 from workbench.ui.models.recent import recent_file
 from workbench.ui.qt_notice_bar import QtNoticeBar
+from workbench.ui.qt_server_switch import QtServerSwitch
 from workbench.ui.qt_status_bar import QtStatusBar
 from workbench.ui.qt_theme import apply_theme, plot_colours
 from workbench.ui.qt_window_memory import RememberedWindow
@@ -284,6 +285,9 @@ class QtMainWindow(QMainWindow):
                      lambda: spawn(self.open_bench_matrix(), name="bench-matrix"))
         self._action(tools_menu, "Save route &trace of the last answer", "",
                      lambda: spawn(self.save_route_trace(), name="route-trace"))
+        self.server_switch = QtServerSwitch(self.bridge, self.telemetry, self.status, self,
+                                            db=self.db)
+        tools_menu.addAction(self.server_switch.action)
 
     def _action(self, menu, text: str, shortcut: str, slot) -> QAction:
         action = menu.addAction(text)
@@ -459,6 +463,7 @@ class QtMainWindow(QMainWindow):
         """Stop any answer, let the final save land, free the model, close the database."""
         self.bridge.cancel()
         self.bridge.cancel_open()
+        await self.server_switch.stop()  # its admitted requests finish on the engine first
         await self.chat.cancel_title()
         await self.chat.close()
         await self.remembered.save(self.remembered.take())

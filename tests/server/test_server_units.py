@@ -1,0 +1,127 @@
+"""The server's pure parts: request validation, stop strings, slot choice, the queue bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.server.admission import Admission
+from workbench.server.errors import ApiError
+from workbench.server.protocol import parse_chat, parse_completion, parse_json
+from workbench.server.responses import DeltaTracker
+from workbench.server.slots import Match, Slots
+from workbench.server.stop_filter import StopFilter, cut_at_stop
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+def test_a_chat_request_becomes_a_typed_call():
+    call = parse_chat({"model": "x", "messages": [
+        {"role": "developer", "content": "be brief"},
+        {"role": "assistant", "content": None},
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+    ], "temperature": 0.5, "seed": 3, "max_tokens": 7, "stop": "END", "stream": True,
+        "stream_options": {"include_usage": True}, "unknown_extra": {"anything": 1}})
+    assert call.history == [{"role": "system", "content": "be brief"},
+                            {"role": "assistant", "content": ""}]
+    assert call.text == "ab"
+    assert call.settings == {"temp": 0.5, "seed": 3}
+    assert (call.max_tokens, call.stop, call.stream, call.include_usage) == (7, ("END",), True,
+                                                                            True)
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"messages": "hi"}, "messages"),
+    ({"messages": []}, "messages"),
+    ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
+    ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]},
+     "messages[0].content[0]"),
+    ({"messages": [{"role": "assistant", "content": "x"}]}, "messages[0].role"),
+    ({"messages": USER, "temperature": "hot"}, "temperature"),
+    ({"messages": USER, "temperature": True}, "temperature"),
+    ({"messages": USER, "seed": 1.5}, "seed"),
+    ({"messages": USER, "max_tokens": 0}, "max_tokens"),
+    ({"messages": USER, "max_tokens": "8"}, "max_tokens"),
+    ({"messages": USER, "stop": ["", "x"]}, "stop"),
+    ({"messages": USER, "stop": 3}, "stop"),
+    ({"messages": USER, "stream": "yes"}, "stream"),
+    ({"messages": USER, "n": 2}, "n"),
+    ({"messages": USER, "tools": [{"type": "function"}]}, "tools"),
+    ({"messages": USER, "logprobs": True}, "logprobs"),
+    ({"messages": USER, "response_format": {"type": "json_object"}}, "response_format"),
+    ({"messages": USER, "model": 7}, "model"),
+])
+def test_a_bad_chat_field_is_a_400_that_names_it(body, param):
+    with pytest.raises(ApiError) as caught:
+        parse_chat(body)
+    assert caught.value.status == 400
+    assert caught.value.param == param
+    assert caught.value.body()["error"]["message"]
+
+
+def test_completion_prompts_and_their_refusals():
+    assert parse_completion({"prompt": ["once"]}).text == "once"
+    for body in ({"prompt": ""}, {"prompt": ["a", "b"]}, {"prompt": "a", "echo": True},
+                 {"prompt": "a", "suffix": "z"}):
+        with pytest.raises(ApiError):
+            parse_completion(body)
+
+
+def test_malformed_json_is_a_400():
+    for raw in (b"{", b"[1]", b"\xff"):
+        with pytest.raises(ApiError) as caught:
+            parse_json(raw)
+        assert caught.value.status == 400
+
+
+def test_stop_strings_are_held_back_until_they_cannot_match():
+    f = StopFilter(("END",))
+    out = [f.feed(d) for d in ("Hello E", "N", "ough")]
+    assert out == ["Hello ", "", "ENough"]
+    f = StopFilter(("END", "\n\n"))
+    assert f.feed("ab") + f.feed("cE") + f.feed("ND tail") == "abc"
+    assert f.stopped and f.feed("more") == "" and f.flush() == ""
+    f = StopFilter(("END",))
+    assert f.feed("xE") == "x" and f.flush() == "E"
+    assert StopFilter(()).feed("E") == "E"
+    assert cut_at_stop("a STOP b stop", ("stop", "STOP")) == ("a ", True)
+
+
+def test_the_delta_tracker_sends_only_what_is_new():
+    t = DeltaTracker()
+    assert t.update("He", "") == ("He", "")
+    assert t.update("Hello", "") == ("llo", "")
+    # Reclassified (the answer so far was reasoning): the reasoning comes whole; the answer
+    # already sent cannot be taken back, and no more of it is sent until it grows again.
+    assert t.update("", "Hello") == ("", "Hello")
+    assert t.update("ok", "Hello!") == ("ok", "!")
+
+
+def test_a_request_continues_the_key_that_shares_most_of_its_prefix():
+    slots = Slots()
+    a, b = slots.new(), slots.new()
+    held = {a: Match(a, 90, 100), b: Match(b, 10, 100)}
+    assert slots.choose(held.get).key == a
+    # Sharing less than half of what a key holds: a fresh key, not another client's state.
+    assert slots.choose({a: Match(a, 40, 100), b: Match(b, 10, 100)}.get) is None
+    assert slots.choose(lambda key: None) is None
+
+
+def test_forgotten_slots_are_handed_back():
+    slots = Slots(max_slots=2)
+    keys = [slots.new() for _ in range(3)]
+    assert slots.keys == keys[1:]
+    assert slots.take_forgotten() == keys[:1] and slots.take_forgotten() == []
+
+
+def test_the_queue_bound_refuses_with_retry_after():
+    admission = Admission(max_waiting=1)
+    admission.admit()
+    admission.admit()
+    with pytest.raises(ApiError) as caught:
+        admission.admit()
+    assert caught.value.status == 429
+    assert int(caught.value.headers["Retry-After"]) >= 1
+    admission.release(2.0)
+    admission.admit()  # a place came free
+    assert admission.refused == 1
