@@ -8,6 +8,7 @@ and a process started with SIGINT ignored (a script's `&`) must behave the same.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import select
@@ -68,10 +69,8 @@ class Terminal:
         while time.monotonic() < deadline:
             with_output = select.select([self.fd], [], [], 0.2)[0]
             if with_output:
-                try:
+                with contextlib.suppress(OSError):  # EIO once the child closed the terminal
                     self.seen += os.read(self.fd, 4096).decode("utf-8", "replace")
-                except OSError:
-                    pass
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 self.status = status
@@ -107,7 +106,8 @@ def terminal(chat_model_path, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ignore_sigint", [False, True], ids=["plain", "started-with-sigint-ignored"])
+@pytest.mark.parametrize("ignore_sigint", [False, True],
+                         ids=["plain", "started-with-sigint-ignored"])
 def test_ctrl_c_clears_the_line_help_lists_commands_and_ctrl_d_leaves(terminal, ignore_sigint):
     term = terminal(ignore_sigint)
     # Half a question, then Ctrl-C: the line is dropped and the prompt asks again.

@@ -144,7 +144,7 @@ def test_highlighted_cells_read_on_either_theme(qtbot, run, csvs, qapp, built_un
     from workbench.ui.qt_theme import apply_theme
     from workbench.ui.runs.qt_compare_view import QtCompareView
 
-    NO_BRUSH = Qt.BrushStyle.NoBrush  # noqa: N806
+    NO_BRUSH = Qt.BrushStyle.NoBrush
     saved = QPalette(QGuiApplication.palette())
     try:
         apply_theme(built_under)

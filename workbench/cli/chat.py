@@ -19,6 +19,7 @@ from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
 from workbench.engine.engine_thread import EngineThread
 from workbench.engine.metrics import UNMEASURED, RunSummary
+from workbench.engine.model_defaults import model_defaults
 from workbench.engine.requests import GenerateRequest, GenerateResult, TokenEvent
 
 if TYPE_CHECKING:
@@ -47,7 +48,8 @@ def run_chat(args: argparse.Namespace) -> int:
     from workbench.atomic_write import OutputFileError, check_output_path
     from workbench.engine.sinks import CsvMetricsSink
 
-    config = config_from_args(args, Config())
+    # The model's own defaults (the bundled model has tuned ones), then the flags typed.
+    config = config_from_args(args, model_defaults(getattr(args, "model", "")))
     route_trace = getattr(args, "route_trace", None)
     if route_trace and not config.moe_stream:
         print("error: --route-trace needs --moe-stream: the expert streamer is what records "

@@ -27,8 +27,8 @@ from PySide6.QtWidgets import (
 from workbench.engine.images import ImageInput, ImageInputError, read_attachment
 from workbench.engine.requests import Forecast
 from workbench.ui.chat.qt_context_gauge import QtContextGauge
-from workbench.ui.chat.stats_line import forecast_text, forecast_warning
 from workbench.ui.chat.qt_thumbnails import QtThumbnailStrip
+from workbench.ui.chat.stats_line import forecast_text, forecast_warning
 from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.qt_text_style import SMALL_PX, dim_text, tone_text

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 
 from workbench.bench.compare import MISSING, CompareTable
 from workbench.ui.qt_theme import cell_tints
+
 SAME_TEXT = "none: the arms ran the same configuration"
 
 
