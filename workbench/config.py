@@ -90,8 +90,8 @@ class Setting:
     # and presets still take any value in range.
     rungs: tuple[tuple[Any, str], ...] = ()
     # A condition beyond `requires` (which names one setting): (its text, its predicate). While
-    # it fails the panel disables the setting at its default and says why; a value off the
-    # default is left editable and validate() explains what is wrong.
+    # it fails the panel disables the setting and says why; a value off the default is then
+    # ignored (without_ignored), while validate() still refuses it from a command line.
     gate: tuple[str, Callable[[Any], bool]] | None = None
 
     @property
@@ -438,11 +438,25 @@ def is_active(s: Setting, cfg: Config) -> bool:
 
 
 def gate_reason(s: Setting, cfg: Config) -> str:
-    """Why the panel disables a gated setting now: only while its gate fails and it is at its
-    default (a value off it stays editable, so it can be undone; validate() says why)."""
-    if s.gate is None or s.gate[1](cfg) or getattr(cfg, s.name) != s.default:
+    """Why the panel disables a gated setting now: whenever its gate fails. A value off its
+    default is then kept but ignored (`without_ignored`), and the reason says so."""
+    if s.gate is None or s.gate[1](cfg):
         return ""
-    return f"Only used when {s.gate[0]}"
+    value = getattr(cfg, s.name)
+    if value == s.default:
+        return f"Only used when {s.gate[0]}"
+    return (f"Ignored: {format_value(s, value)} is kept but not used until {s.gate[0]}; "
+            f"until then it is {format_value(s, s.default)}")
+
+
+def without_ignored(cfg: Config) -> Config:
+    """`cfg` with every gated setting whose gate fails back at its default: what is in force
+    when, say, streaming is turned off in the panel while dropping is set. The panel applies
+    this (dropping greys out, is ignored and says why) rather than blocking Apply; validate()
+    still refuses the raw combination typed on a command line."""
+    off = {s.name: s.default for s in SETTINGS
+           if s.gate is not None and not s.gate[1](cfg) and getattr(cfg, s.name) != s.default}
+    return cfg.replace(**off) if off else cfg
 
 
 def requires_text(s: Setting) -> str:

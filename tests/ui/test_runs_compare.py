@@ -131,6 +131,46 @@ def test_config_difference_is_highlighted(qtbot, run, csvs):
     assert diff.highlighted(0, 2) and not diff.highlighted(0, 1)
 
 
+@pytest.mark.parametrize("built_under", ["light", "dark"])
+def test_highlighted_cells_read_on_either_theme(qtbot, run, csvs, qapp, built_under):
+    """Issue #29: the dark theme's light text on the light theme's pastel tints read at 1.2:1.
+    Every tinted cell (a changed setting, a better or worse ratio) reads at >= 4.5:1, built
+    under either theme and after switching to the other."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QGuiApplication, QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from tests.ui.test_theme_contrast import TONE_CONTRAST, contrast
+    from workbench.ui.qt_theme import apply_theme
+    from workbench.ui.runs.qt_compare_view import QtCompareView
+
+    NO_BRUSH = Qt.BrushStyle.NoBrush
+    saved = QPalette(QGuiApplication.palette())
+    try:
+        apply_theme(built_under)
+        view = QtCompareView()
+        qtbot.addWidget(view)
+        run(view.compare([loaded(csvs[0], "A"), loaded(csvs[1], "B")]), 60_000)
+        tables = (view.summary, view.config_diff)
+        tinted = [(t, t.item(r, c)) for t in tables for r in range(t.rowCount())
+                  for c in range(t.columnCount())
+                  if t.item(r, c) is not None and t.item(r, c).background().style() != NO_BRUSH]
+        assert any(t is view.summary for t, _ in tinted)  # tok/s differs: a tinted ratio
+        assert any(t is view.config_diff for t, _ in tinted)  # n_threads differs
+        for theme in (built_under, "dark" if built_under == "light" else "light"):
+            apply_theme(theme)
+            QApplication.processEvents()
+            for table, item in tinted:
+                fg = item.foreground()
+                # No brush of its own: the text is painted in the palette's Text colour.
+                text = (fg.color() if fg.style() != NO_BRUSH
+                        else table.palette().color(QPalette.ColorRole.Text))
+                ratio = contrast(text, item.background().color())
+                assert ratio >= TONE_CONTRAST, (theme, item.text(), round(ratio, 2))
+    finally:
+        qapp.setPalette(saved)
+
+
 def seed_store(path: Path) -> tuple[int, int]:
     from workbench.store import Store
 

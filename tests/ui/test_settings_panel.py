@@ -115,15 +115,42 @@ def test_drop_cold_experts_offers_its_rungs_and_waits_for_the_cache(qtbot, panel
     edit(panel, "drop_cold_frac", 0.75)
     assert panel.pending.drop_cold_frac == 0.75 and panel.rows["drop_renorm"].active
     assert shown(panel.reopen_label) and panel.apply_button.isEnabled()
-    # Turning the cache off leaves the row editable (so it can be undone) and says what is wrong.
+    # Turning the cache off greys dropping out and ignores it, saying why beside it: no error.
     edit(panel, "cache_mb", 0)
-    assert row.active and shown(row.problem) and "expert cache is off" in row.problem.text()
-    assert not panel.apply_button.isEnabled()
+    assert not row.active and not shown(row.problem) and "Ignored" in row.reason.text()
+    assert panel.apply_button.isEnabled()
+    edit(panel, "cache_mb", 512)  # the kept value comes back with the cache
+    assert row.active and row.editor.value() == 0.75
     edit(panel, "drop_cold_frac", 0.0)
+    edit(panel, "cache_mb", 0)
     assert not row.active and not shown(row.problem) and panel.apply_button.isEnabled()
     # A value between rungs (from the CLI or a preset) is shown as itself, not rounded.
     row.set_value(0.6)
     assert combo.currentText() == "0.6" and row.editor.value() == 0.6
+
+
+def test_streaming_off_while_dropping_greys_dropping_out_and_applies_without_it(qtbot, panel):
+    """Issue #29: turning streaming off with dropping set must not block Apply with an error
+    under a row screens away; dropping greys out (it needs the cache), is ignored, says why."""
+    streaming = Config(moe_stream=True, cache_mb=512, drop_cold_frac=0.75, drop_prefill=True)
+    panel.set_config(streaming)
+    row = panel.rows["drop_cold_frac"]
+    assert row.active
+    edit(panel, "moe_stream", False)
+    assert not row.active and shown(row.reason)
+    assert "Ignored" in row.reason.text() and "expert streaming is on" in row.reason.text()
+    assert row.editor.value() == 0.75  # kept where the user set it, greyed
+    assert not any(shown(r.problem) for r in panel.rows.values())
+    assert "problem" not in panel.status_label.text()
+    assert not panel.rows["drop_prefill"].active  # it follows dropping, which is ignored
+    assert panel.apply_button.isEnabled()
+    with qtbot.waitSignal(panel.applied) as signal:
+        panel.apply_button.click()
+    config, reopen = signal.args
+    assert reopen is True and not config.moe_stream
+    assert config.drop_cold_frac == 0.0 and validate(config) == []  # ignored, not applied
+    assert panel.current == config and panel.status_label.text() == "No changes"
+    assert not row.active and row.editor.value() == 0.75
 
 
 def test_impossible_combinations_show_inline_and_block_apply(qtbot, panel):

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QPalette
 
 from tests.ui.user_actions import send
-from workbench.config import Config
+from workbench.engine.model_defaults import model_defaults
 from workbench.store import default_path
 from workbench.ui.bridge import EngineBridge
 from workbench.ui.db_worker import AsyncStore
@@ -84,7 +84,7 @@ def test_a_vanished_model_falls_back_to_the_bundled_one_with_a_notice(qtbot, run
     quit_window(run, first)
     gone.unlink()
     start = startup_config(load_memory(data_dir))
-    assert start.config == Config() and "gone.gguf" in start.notice
+    assert start.config == model_defaults() and "gone.gguf" in start.notice
     assert "is no longer there" in start.notice
     # The bundled model (here: the test's model, as the default) opens, and the window says why.
     second = window_on(qtbot, run, model_config.replace(model=""), load=False)
@@ -101,7 +101,7 @@ async def _loaded_nothing(config, reopening=False):
 def test_a_damaged_memory_file_opens_as_a_first_start(qtbot, run, data_dir, model_config):
     data_dir.mkdir(parents=True, exist_ok=True)
     memory_file(data_dir).write_text("{ not json")
-    assert startup_config(load_memory(data_dir)).config == Config()
+    assert startup_config(load_memory(data_dir)).config == model_defaults()
     window = window_on(qtbot, run, model_config, load=False)
     assert window.theme == "system" and window.chat.conversation_id is None
     quit_window(run, window)

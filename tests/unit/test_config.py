@@ -432,3 +432,16 @@ def test_dropping_takes_upstreams_flag_and_is_refused_without_the_lru_cache() ->
     assert signature(base) != signature(base.replace(drop_cold_frac=0.75))
     assert signature(base.replace(drop_cold_frac=0.75)) != signature(
         base.replace(drop_cold_frac=0.75, drop_prefill=True))
+
+
+def test_a_gated_setting_off_its_default_is_ignored_not_applied_while_its_gate_fails() -> None:
+    """Dropping needs the LRU cache: while streaming is off, the value in force is the default
+    (the panel applies this; validate() still refuses the raw combination from a CLI)."""
+    drop = C.BY_NAME["drop_cold_frac"]
+    raw = Config(drop_cold_frac=0.75)
+    assert validate(raw)  # the command line still hears why
+    assert C.without_ignored(raw) == Config() and validate(C.without_ignored(raw)) == []
+    assert C.gate_reason(drop, raw).startswith("Ignored: 0.75 is kept but not used until")
+    streaming = raw.replace(moe_stream=True, cache_mb=256)
+    assert C.without_ignored(streaming) == streaming and C.gate_reason(drop, streaming) == ""
+    assert C.gate_reason(drop, Config()).startswith("Only used when expert streaming")

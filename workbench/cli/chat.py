@@ -19,6 +19,7 @@ from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
 from workbench.engine.engine_thread import EngineThread
 from workbench.engine.metrics import UNMEASURED, RunSummary
+from workbench.engine.model_defaults import model_defaults
 from workbench.engine.requests import GenerateRequest, GenerateResult, TokenEvent
 
 if TYPE_CHECKING:
@@ -47,7 +48,8 @@ def run_chat(args: argparse.Namespace) -> int:
     from workbench.atomic_write import OutputFileError, check_output_path
     from workbench.engine.sinks import CsvMetricsSink
 
-    config = config_from_args(args, Config())
+    # The model's own defaults (the bundled model has tuned ones), then the flags typed.
+    config = config_from_args(args, model_defaults(getattr(args, "model", "")))
     route_trace = getattr(args, "route_trace", None)
     if route_trace and not config.moe_stream:
         print("error: --route-trace needs --moe-stream: the expert streamer is what records "
@@ -199,24 +201,71 @@ def _write_route_trace(engine: EngineThread, session, path: str) -> None:
           f"see it with: workbench replay {path}", file=sys.stderr)
 
 
+# The interactive commands, declared once: /help prints this table, the loop dispatches on it.
+COMMANDS: dict[str, str] = {
+    "/help": "list these commands",
+    "/new": "start a new chat (the model forgets this one)",
+    "/quit": "leave (also /exit, or Ctrl-D on an empty line)",
+}
+_ALIASES = {"/exit": "/quit", "/?": "/help"}
+
+
+def help_text() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name.ljust(width)}  {what}" for name, what in COMMANDS.items()]
+    keys = ["  Ctrl-C   stops an answer; at the prompt it clears the line",
+            "  Ctrl-D   leaves, on an empty line"]
+    return "\n".join(["Commands:", *lines, "Keys:", *keys])
+
+
+def command_of(text: str) -> str | None:
+    """The command a line is ("/help"), "" for an unknown one-word /word, None for a message.
+    A message may start with a slash ("/usr is where?"); only one bare /word is a command."""
+    word = text.strip()
+    if not word.startswith("/") or len(word.split()) != 1:
+        return None
+    word = _ALIASES.get(word.lower(), word.lower())
+    return word if word in COMMANDS else ""
+
+
+def _interrupts_raise() -> None:
+    """Ctrl-C must raise KeyboardInterrupt at the prompt even in a process started with SIGINT
+    ignored (a script's `&`), which Python would otherwise inherit and keep."""
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _interactive(engine: EngineThread, session, progress: bool,
                  after_turn: Callable[[], None]) -> int:
     model = session.run_info.model.name
     print(f"{model} ready ({session.run_info.arch}, context {session.n_ctx}). "
-          "Ctrl-C stops an answer; /new starts a new chat; Ctrl-D or /quit leaves.",
-          file=sys.stderr)
+          "Ctrl-C stops an answer; /new starts a new chat; /help lists the commands; Ctrl-D or "
+          "/quit leaves.", file=sys.stderr)
+    _interrupts_raise()
     new_chat = False
     while True:
         try:
             text = input("> ")
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:
             print(file=sys.stderr)
             return 0
-        if text.strip() in ("/quit", "/exit"):
+        except KeyboardInterrupt:  # at the prompt: drop the line and ask again, as a shell does
+            print(file=sys.stderr)
+            continue
+        command = command_of(text)
+        if command == "/quit":
             return 0
-        if text.strip() == "/new":
+        if command == "/new":
             new_chat = True
             print("(new chat)", file=sys.stderr)
+            continue
+        if command == "/help":
+            print(help_text(), file=sys.stderr)
+            continue
+        if command == "":
+            print(f"unknown command {text.strip()}; /help lists the commands", file=sys.stderr)
             continue
         _turn(engine, session, GenerateRequest(text=text, new_chat=new_chat), progress)
         after_turn()

@@ -9,6 +9,7 @@ from pathlib import Path
 from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
 from workbench.embedded import SUGGESTED_QUESTION
+from workbench.engine.model_defaults import model_defaults
 
 IMAGE_CHATS = (("What is in this picture? Answer in one sentence.",),)
 SCREENSHOT_CHATS = (
@@ -65,6 +66,8 @@ def run_window_cmd(args: argparse.Namespace) -> int:
     # The last model and its settings (the defaults when its file has gone: the window says
     # so); the flags typed now win over them.
     base = startup_config(load_memory(paths.data_dir())).config
+    if getattr(args, "model", base.model) != base.model:  # those were another model's settings
+        base = model_defaults(args.model)
     return run_window(config_from_args(args, base), sends=args.send, quit_after=args.quit)
 
 
@@ -75,7 +78,8 @@ def run_screenshot_cmd(args: argparse.Namespace) -> int:
     from workbench.ui.qt_app import run_window
     from workbench.ui.qt_screenshot import take_screenshot
 
-    config = config_from_args(args, Config().replace(n_predict=80))
+    config = config_from_args(args, model_defaults(getattr(args, "model", "")).replace(
+        n_predict=80))
     out: Path = args.output
     try:
         check_output_path(out)  # before the window opens and chats for a minute

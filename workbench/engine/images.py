@@ -75,6 +75,35 @@ def check_image(image: ImageInput) -> None:
             f"anyway): shrink it to at most {MAX_SIDE} px per side and attach it again")
 
 
+# The formats an attachment is taken in (what the picker offers), by their first bytes.
+ATTACHABLE = "PNG, JPEG, GIF, BMP or WebP"
+
+
+def image_format(data: bytes) -> str | None:
+    """"png", "jpeg", "gif", "bmp" or "webp" from the file's signature; None for anything else."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    if data[:3] == b"\xff\xd8\xff":
+        return "jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "gif"
+    if data[:2] == b"BM" and len(data) >= 26:
+        return "bmp"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    return None
+
+
+def read_attachment(path: str | Path) -> ImageInput:
+    """`read_image`, and refused at once unless it is an image of a format we take: a text
+    file attached by mistake is said so when attached, not by the model after Send."""
+    image = read_image(path)
+    if image_format(image.data) is None:
+        raise ImageInputError(f"{image.label} is not an image (it is not {ATTACHABLE}): it was "
+                              "not attached; choose an image file")
+    return image
+
+
 def image_size(data: bytes) -> tuple[int, int] | None:
     """(width, height) from a PNG, GIF, BMP, JPEG or WebP header; None when not recognised
     (libmtmd's loader then decides)."""

@@ -23,10 +23,18 @@ class Forecast:
     n_prompt: int  # tokens of the whole prompt the draft makes
     n_reused: int  # of those, already held (in the context or kept for the conversation)
     seconds: float  # expected prefill time; -1 until this session has measured a rate
+    n_ctx: int = 0  # the context the prompt and the reply must fit in together; 0: not known
+    n_predict: int = 0  # the tokens the reply may take
 
     @property
     def n_to_process(self) -> int:
         return self.n_prompt - self.n_reused
+
+    @property
+    def fits(self) -> bool:
+        """Whether sending it would be accepted: prompt plus reply within the context (the
+        turn refuses it otherwise, after the user pressed Send)."""
+        return self.n_ctx <= 0 or self.n_prompt + self.n_predict <= self.n_ctx
 
 
 class StopReason(StrEnum):

@@ -601,7 +601,8 @@ class Session:
         n_reused = common_prefix(held, prompt.tokens)
         rate = self._prefill_rate()
         to_read = len(prompt.tokens) - n_reused
-        return Forecast(len(prompt.tokens), n_reused, to_read / rate if rate > 0 else UNMEASURED)
+        return Forecast(len(prompt.tokens), n_reused, to_read / rate if rate > 0 else UNMEASURED,
+                        n_ctx=self.n_ctx, n_predict=self.config.n_predict)
 
     def _spilled_tokens(self, conversation: str | None) -> list[int]:
         spill = self._pool.spill

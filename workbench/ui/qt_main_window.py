@@ -170,6 +170,7 @@ class QtMainWindow(QMainWindow):
         self.conversations = ConversationsController(
             db, self.conversation_list, self.notice, self._open_conversation,
             lambda: self.chat.conversation_id, self.tasks.spawn, self,
+            busy=lambda: self.chat.generating,
         )
         # The store banner's buttons are the salvage's (read when the banner shows them).
         self.banner = StoreBanner(self.store_banner, db, self.setWindowTitle,

@@ -55,6 +55,24 @@ LIGHT_TONES = Tones("#b00020", "#8a5a00", "#fdecea", "#f5c2c0", "#eef5ee", "#c5d
 DARK_TONES = Tones("#ff7b7b", "#e0b050", "#4a2a2d", "#7a3e40", "#26382a", "#3f6145")
 
 
+@dataclass(frozen=True, slots=True)
+class CellTints:
+    """Highlighted table cells (the compare view's changed settings, better and worse ratios).
+
+    A cell sets its text colour together with its fill, so each pair reads (>= 4.5:1) whatever
+    palette is in force: the light pastels under the dark theme's light text were 1.2:1.
+    """
+
+    text: str
+    changed: str
+    better: str
+    worse: str
+
+
+LIGHT_CELLS = CellTints("#1a1a1a", "#fff3cd", "#dff0d8", "#f8d7da")
+DARK_CELLS = CellTints("#f0f0f0", "#574714", "#1f4d2b", "#66262e")
+
+
 def resolve(choice: str) -> str:
     """"light" or "dark" for a theme choice."""
     if choice not in THEMES:
@@ -112,6 +130,10 @@ def plot_colours() -> PlotColours:
 
 def tones() -> Tones:
     return DARK_TONES if is_dark() else LIGHT_TONES
+
+
+def cell_tints() -> CellTints:
+    return DARK_CELLS if is_dark() else LIGHT_CELLS
 
 
 TONE_PROPERTY = "workbenchTextTone"  # "error" or "warning": the widget's text is in that tone

@@ -20,6 +20,7 @@ from typing import Any
 
 from workbench.atomic_write import write_text_atomic
 from workbench.config import Config, ConfigError, validate
+from workbench.engine.model_defaults import model_defaults
 
 log = logging.getLogger("workbench.ui")
 
@@ -86,17 +87,17 @@ class StartupConfig:
 
 def startup_config(memory: WindowMemory) -> StartupConfig:
     """The config to start from: the last model and its settings when that file is still
-    there, else the defaults (the bundled model) and a notice that says why."""
+    there, else the bundled model with its own defaults and a notice that says why."""
     if not memory.settings:
-        return StartupConfig(Config())
+        return StartupConfig(model_defaults())
     try:
         config = Config.from_dict(memory.settings)
     except (ConfigError, TypeError):  # settings of another version: start from the defaults
-        return StartupConfig(Config())
+        return StartupConfig(model_defaults())
     if validate(config):
-        return StartupConfig(Config())
+        return StartupConfig(model_defaults())
     if config.model and not Path(config.model).is_file():
-        return StartupConfig(Config(), (
+        return StartupConfig(model_defaults(), (
             f"The model you had open last, {config.model}, is no longer there, so the "
             "bundled model was opened instead. Open another with File > Open model…."))
     return StartupConfig(config)

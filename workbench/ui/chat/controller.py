@@ -38,7 +38,6 @@ from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import NO_PROJECTOR_HINT, QtComposer
 from workbench.ui.chat.shown import ShownMessage
 from workbench.ui.chat.stats_line import (
-    forecast_text,
     kv_states_text,
     stats_from_result,
     thought_label,
@@ -386,7 +385,7 @@ class ChatController:
         except Exception:  # an estimate is never worth an error message
             log.debug("forecast failed", exc_info=True)
             forecast = None
-        self.composer.forecast.setText(forecast_text(forecast) if forecast else "")
+        self.composer.show_forecast(forecast)
 
     def stop(self) -> None:
         """Esc or the Stop button: the engine stops within a decode step, prefill included."""

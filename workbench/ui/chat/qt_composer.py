@@ -24,12 +24,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.images import ImageInput, ImageInputError, read_image
+from workbench.engine.images import ImageInput, ImageInputError, read_attachment
+from workbench.engine.requests import Forecast
 from workbench.ui.chat.qt_context_gauge import QtContextGauge
 from workbench.ui.chat.qt_thumbnails import QtThumbnailStrip
+from workbench.ui.chat.stats_line import forecast_text, forecast_warning
 from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.qt_plain_label import plain_label
-from workbench.ui.qt_text_style import SMALL_PX, dim_text
+from workbench.ui.qt_text_style import SMALL_PX, dim_text, tone_text
 
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.gif *.bmp);;All files (*)"
 NO_PROJECTOR_HINT = (
@@ -167,6 +169,17 @@ class QtComposer(QWidget):
         self.button.setText("Stopping…")
         self.button.setEnabled(False)
 
+    def show_forecast(self, forecast: Forecast | None) -> None:
+        """The draft's cost, or (in the warning colour) why it will not fit the context."""
+        warning = forecast_warning(forecast) if forecast is not None else ""
+        self.forecast.setWordWrap(bool(warning))
+        if warning:
+            tone_text(self.forecast, "warning", pixel_size=SMALL_PX)
+        else:
+            tone_text(self.forecast, None)
+            dim_text(self.forecast, pixel_size=SMALL_PX)
+        self.forecast.setText(warning or (forecast_text(forecast) if forecast else ""))
+
     def set_think_control(self, control: str, note: str, default_on: bool) -> None:
         """"none": the template cannot turn thinking off, so the switch reads on, disabled."""
         self.think.setEnabled(control != "none")
@@ -208,7 +221,7 @@ class QtComposer(QWidget):
             images, problems = [], []
             for path in paths:
                 try:
-                    images.append(read_image(path))
+                    images.append(read_attachment(path))
                 except ImageInputError as exc:
                     problems.append(str(exc))
             self._read.done.emit(images, problems)  # queued to the UI thread

@@ -65,6 +65,16 @@ def forecast_text(forecast: Forecast) -> str:
     return " · ".join(parts)
 
 
+def forecast_warning(forecast: Forecast) -> str:
+    """Said before Send when the draft cannot be sent ("" when it fits): the turn would be
+    refused, so the composer warns while there is still time to shorten it."""
+    if forecast.fits:
+        return ""
+    return (f"Too long for the context: {forecast.n_prompt:,} prompt tokens + "
+            f"{forecast.n_predict:,} to generate > {forecast.n_ctx:,}. Shorten the message, start "
+            "a new chat, lower Tokens to generate or reopen the model with a larger context.")
+
+
 def _measured(value: float, digits: int) -> float | None:
     """Rounded for storage; None for an unmeasured (negative) figure."""
     return round(value, digits) if value >= 0 else None

@@ -19,6 +19,10 @@ from workbench.ui.db_worker import AsyncStore
 from workbench.ui.qt_notice_bar import QtNoticeBar
 
 _FILTERS = {"md": "Markdown (*.md)", "json": "Conversation JSON (*.json)"}
+# The chat keeps the conversation whose answer is streaming on screen (it refuses to switch
+# while one is written); the list must not pretend otherwise, and the user hears why.
+BUSY_NOTE = ("An answer is being written in this conversation, so it stays open. Stop the "
+             "answer (Esc) or let it finish, then open the other conversation.")
 
 
 class ConversationsController:
@@ -26,8 +30,10 @@ class ConversationsController:
         self, db: AsyncStore, view: QtConversationList, notice: QtNoticeBar,
         open_conversation: Callable[[int | None], Awaitable[None]],
         current: Callable[[], int | None], spawn: Callable[..., object], parent: QWidget,
+        busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self.db, self.view, self.notice = db, view, notice
+        self._busy = busy  # an answer is streaming: the chat will not switch conversations
         self._open = open_conversation
         self._current = current
         self._spawn = spawn
@@ -61,7 +67,10 @@ class ConversationsController:
 
     async def open(self, conversation_id: int | None) -> None:
         await self._open(conversation_id)
-        self.view.set_current(conversation_id)
+        opened = self._current()
+        self.view.set_current(opened)  # the list shows the conversation the chat shows
+        if opened != conversation_id and self._busy():
+            self.notice.show_info(BUSY_NOTE)
 
     async def rename(self, conversation_id: int, title: str) -> None:
         await self.db.call(lambda s: s.rename_conversation(conversation_id, title))

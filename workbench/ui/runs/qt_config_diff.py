@@ -3,12 +3,13 @@ cells that differ from the first arm highlighted."""
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
 from workbench.bench.compare import MISSING, CompareTable
+from workbench.ui.qt_theme import cell_tints
 
-CHANGED = QColor("#fff3cd")
 SAME_TEXT = "none: the arms ran the same configuration"
 
 
@@ -30,6 +31,7 @@ class QtConfigDiff(QTableWidget):
             return
         bold = QFont()
         bold.setBold(True)
+        tints = cell_tints()
         for r, d in enumerate(diffs):
             key = QTableWidgetItem(d.key)
             key.setFont(bold)
@@ -37,7 +39,8 @@ class QtConfigDiff(QTableWidget):
             for c, value in enumerate(d.values):
                 item = QTableWidgetItem(MISSING if value is None else value)
                 if c > 0 and value != d.values[0]:
-                    item.setBackground(QBrush(CHANGED))
+                    item.setBackground(QBrush(QColor(tints.changed)))
+                    item.setForeground(QBrush(QColor(tints.text)))
                     item.setToolTip(f"{arms[0].label}: {d.values[0] or MISSING}")
                 self.setItem(r, 1 + c, item)
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
@@ -47,4 +50,4 @@ class QtConfigDiff(QTableWidget):
 
     def highlighted(self, row: int, column: int) -> bool:
         item = self.item(row, column)
-        return item is not None and item.background().color() == CHANGED
+        return item is not None and item.background().style() != Qt.BrushStyle.NoBrush

@@ -11,9 +11,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 
 from workbench.bench.compare import CompareTable, Row, format_interval
 from workbench.bench.stats import Interval
-
-BETTER = QColor("#dff0d8")
-WORSE = QColor("#f8d7da")
+from workbench.ui.qt_theme import cell_tints
 
 
 def ratio_text(iv: Interval | None) -> str:
@@ -56,6 +54,7 @@ class QtSummaryTable(QTableWidget):
             column = 2 if c == 0 else 1 + 2 * c
             self.horizontalHeaderItem(column).setToolTip(
                 f"{arm.label}: {len(arm.runs)} run(s), {arm.n_tokens} decode tokens")
+        tints = cell_tints()
         for r, row in enumerate(table.rows):
             self._put(r, 0, row.figure.label)
             self._put(r, 1, row.figure.unit)
@@ -65,7 +64,8 @@ class QtSummaryTable(QTableWidget):
                 item = self._put(r, 2 + 2 * c, ratio_text(cell.ratio))
                 tone = verdict(row, cell.ratio)
                 if tone:
-                    item.setBackground(QBrush(BETTER if tone > 0 else WORSE))
+                    item.setBackground(QBrush(QColor(tints.better if tone > 0 else tints.worse)))
+                    item.setForeground(QBrush(QColor(tints.text)))
                     item.setToolTip("better than " if tone > 0 else "worse than "
                                     f"{arms[0].label}; the interval excludes 1")
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)

@@ -3,6 +3,10 @@
 The panel is a pure function of (current, pending, SETTINGS): which settings are inert and
 why, which problems validate() finds and under which setting, what changed, and whether
 applying must reopen the model (the load-scope signature differs).
+
+A gated setting whose gate fails (dropping while streaming is off) is ignored, not an error:
+what Apply puts in force is `without_ignored(pending)`, so the problems, the changes and the
+reopen are judged on that, and the row says why its value is not used.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from workbench.config import (
     SETTINGS,
     Config,
     format_value,
+    gate_reason,
     inactive_reason,
     signature,
     validate,
+    without_ignored,
 )
 
 REOPEN_TEXT = "Apply reopens the model"
@@ -29,6 +35,7 @@ class Evaluation:
     inactive: dict[str, str] = field(default_factory=dict)  # setting -> why it is disabled
     changed: tuple[str, ...] = ()  # settings whose pending value differs from the applied one
     reopen: bool = False  # the load-scope signature differs: applying reopens the model
+    in_force: Config | None = None  # what Apply applies: pending without its ignored settings
 
     @property
     def can_apply(self) -> bool:
@@ -40,16 +47,19 @@ class Evaluation:
 
 
 def evaluate(current: Config, pending: Config) -> Evaluation:
+    used = without_ignored(pending)
     problems: dict[str, list[str]] = {}
-    for p in validate(pending):
+    for p in validate(used):
         # A problem names a declared setting; anything else is shown under the first row.
         key = p.setting if p.setting in BY_NAME else SETTINGS[0].name
         problems.setdefault(key, []).append(p.message)
-    inactive = {s.name: why for s in SETTINGS if (why := inactive_reason(s, pending))}
+    # A gated row speaks of the value it shows; the settings that depend on it, of what is used.
+    inactive = {s.name: why for s in SETTINGS
+                if (why := gate_reason(s, pending) if s.gate else inactive_reason(s, used))}
     changed = tuple(s.name for s in SETTINGS
-                    if getattr(pending, s.name) != getattr(current, s.name))
+                    if getattr(used, s.name) != getattr(current, s.name))
     return Evaluation(pending, problems, inactive, changed,
-                      signature(pending) != signature(current))
+                      signature(used) != signature(current), used)
 
 
 def changes_text(config: Config) -> list[str]:

@@ -122,7 +122,8 @@ class QtSettingsPanel(QWidget):
         ev = self.evaluation
         if not ev.can_apply:
             return False
-        self._current = self._pending
+        # Ignored settings are not applied; the editors keep showing them, greyed, with why.
+        self._current = ev.in_force if ev.in_force is not None else self._pending
         self._refresh()
         self.applied.emit(self._current, ev.reopen)
         return True
