@@ -294,8 +294,8 @@ SETTINGS: tuple[Setting, ...] = (
             "request", unit="MiB", min=0, max=1 << 24, special=((0, "off"),)),
     # Speculation (engine/spec): greedy only, and the answer is the plain greedy answer.
     Setting("spec", "choice", "off", "Speculative decoding", "Speculation",
-            "Draft tokens and verify them in one batch: ngram looks them up in the conversation, "
-            "draft asks the draft model; greedy only (temperature 0, no penalties)",
+            "Draft tokens and verify them in one batch (ngram: from the conversation); greedy "
+            "only",
             "request", choices=("off", "ngram", "draft")),
     Setting("spec_draft_max", "int", 8, "Longest draft", "Speculation",
             "Most tokens one verify step drafts; drafts shrink by themselves when rejected",
