@@ -297,7 +297,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Draft tokens and verify them in one batch (ngram: from the conversation); greedy "
             "only",
             "request", choices=("off", "ngram", "draft")),
-    Setting("spec_draft_max", "int", 8, "Longest draft", "Speculation",
+    Setting("spec_draft_max", "int", 32, "Longest draft", "Speculation",
             "Most tokens one verify step drafts; drafts shrink by themselves when rejected",
             "request", unit="tokens", min=1, max=64, requires=_SPECULATING),
     Setting("spec_draft_model", "str", "", "Draft model", "Speculation",

@@ -132,11 +132,12 @@ SPECS: tuple[Column, ...] = (
            "(a plain decode, or the pick that ends a verify step)", upstream=False,
            note="-1 while speculation is off"),
     Column("draft_len", _INT, "tokens", "loop",
-           "tokens the verify step that produced the row drafted (first row of the step, 0 on "
-           "the rest and on plain decodes)", upstream=False, note="-1 while speculation is off"),
+           "tokens drafted by the decode that produced the row (every row of a verify step has "
+           "it, as `mtp_batch`; 0 on a plain decode)", upstream=False,
+           note="-1 while speculation is off"),
     Column("draft_kept", _INT, "tokens", "loop",
-           "of those, tokens verification kept (placed as `draft_len`); their sum over a turn is "
-           "the sum of `drafted`", upstream=False, note="-1 while speculation is off"),
+           "of those, tokens verification kept (placed as `draft_len`): `mtp_batch − 1`",
+           upstream=False, note="-1 while speculation is off"),
     Column("token_id", _INT, "id", "loop", "vocabulary id of the token", upstream=False),
     Column("piece", _TEXT, "text", "loop", "the token's text, escaped as below", upstream=False),
     # In the record only: the parsed answer and reasoning so far, which the window shows.

@@ -166,8 +166,8 @@ class TurnLoop:
                     row.mtp_batch = len(fed)
                     row.mtp_draft_ms = draft_ns / 1e6 if first else 0.0
                     row.drafted = 0 if first else 1
-                    row.draft_len = len(drafts) if first else 0
-                    row.draft_kept = len(fed) - 1 if first else 0
+                    row.draft_len = len(drafts)
+                    row.draft_kept = len(fed) - 1
                 if streaming is not None:
                     streaming.fill(row)
                 rows.append(row)
