@@ -63,9 +63,11 @@ def test_the_debug_verifier_really_is_broken(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_the_policy_grows_on_full_acceptance_and_cuts_to_what_was_kept() -> None:
     p = DraftPolicy(draft_max=8)
+    assert p.budget(100) == 4  # the first draft is short: long ones are earned
+    p.observe(4, 4)
     assert p.budget(100) == 8
-    p.observe(8, 3)
-    assert p.budget(100) == 4  # kept 3: the next draft is 3 + 1
+    p.observe(8, 5)
+    assert p.budget(100) == 6  # kept 5: the next draft is 5 + 1
     p.observe(4, 4)
     assert p.budget(100) == 8  # doubled, capped at draft_max
     assert p.budget(3) == 2  # never past the answer's remaining tokens (minus the fed one)
@@ -88,6 +90,15 @@ def test_misses_pause_drafting_for_a_doubling_cool_down() -> None:
     p.observe(1, 1)  # a hit resets the streak
     p.observe(1, 0)
     assert p.cooldown == 1
+
+
+def test_a_draft_mostly_rejected_counts_as_a_miss() -> None:
+    p = DraftPolicy(draft_max=8)
+    p.observe(8, 3)  # under half kept: a miss, drafting pauses
+    assert p.cooldown == 1 and p.length == 4
+    assert p.budget(100) == 0 and p.budget(100) == 4
+    p.observe(4, 2)  # half kept: not a miss
+    assert p.cooldown == 0 and p.miss_streak == 0
 
 
 class _Fixed:
