@@ -50,6 +50,8 @@ GROUPS: list[Group] = [
     Group("Speed / quality", "Lossy levers that trade answer quality for speed"),
     Group("Conversations", "What is kept of each conversation's model state, so that switching "
           "back to one costs only its new turn"),
+    Group("Speculation", "Draft tokens cheaply and verify them in one batch: the same greedy "
+          "answer in fewer decodes where the draft is right"),
 ]
 
 # Operators a `requires` predicate may use; data, so the UI can say the condition in words.
@@ -133,6 +135,7 @@ _CHAT = ("chat_template", "==", True)
 _STREAMING = ("moe_stream", "==", True)
 _AUTO_CACHE = ("cache_auto", "==", True)
 _DROPPING = ("drop_cold_frac", ">", 0)
+_SPECULATING = ("spec", "!=", "off")
 
 
 def _lru_cache_on(cfg: Any) -> bool:
@@ -289,6 +292,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kv_disk_mb", "int", 2048, "Conversation states on disk", "Conversations",
             "Disk for conversation states evicted from memory or kept at close, for restarts",
             "request", unit="MiB", min=0, max=1 << 24, special=((0, "off"),)),
+    # Speculation (engine/spec): greedy only, and the answer is the plain greedy answer.
+    Setting("spec", "choice", "off", "Speculative decoding", "Speculation",
+            "Draft tokens and verify them in one batch (ngram: from the conversation); greedy "
+            "only",
+            "request", choices=("off", "ngram", "draft")),
+    Setting("spec_draft_max", "int", 32, "Longest draft", "Speculation",
+            "Most tokens one verify step drafts; drafts shrink by themselves when rejected",
+            "request", unit="tokens", min=1, max=64, requires=_SPECULATING),
+    Setting("spec_draft_model", "str", "", "Draft model", "Speculation",
+            "A small GGUF with the same vocabulary as the model, loaded beside it for --spec draft",
+            "load", special=(("", "none"),), metavar="PATH"),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -357,6 +371,9 @@ class Config:
     drop_prefill: bool = _default("drop_prefill")
     kv_pool_mb: int = _default("kv_pool_mb")
     kv_disk_mb: int = _default("kv_disk_mb")
+    spec: str = _default("spec")
+    spec_draft_max: int = _default("spec_draft_max")
+    spec_draft_model: str = _default("spec_draft_model")
 
     def replace(self, **changes: Any) -> Config:
         for key in changes:
@@ -630,8 +647,22 @@ def check_drop_needs_the_cache(cfg: Config) -> list[Problem]:
                     "--cache-auto), or set --drop-cold-experts 0")]
 
 
+def check_draft_source(cfg: Config) -> list[Problem]:
+    out = []
+    if cfg.spec == "draft" and not cfg.spec_draft_model:
+        out.append(Problem("spec", "spec=draft drafts with a draft model, but none is set: choose "
+                           "one (--spec-draft-model PATH, a small GGUF with this model's "
+                           "vocabulary) or use --spec ngram, which needs none"))
+    if (cfg.spec != "off" and _sound(cfg, "spec_draft_max", "n_batch")
+            and cfg.spec_draft_max >= cfg.n_batch):
+        out.append(Problem("spec_draft_max", f"a verify step decodes the token and its draft in "
+                           f"one batch ({cfg.spec_draft_max + 1} tokens), more than n_batch="
+                           f"{cfg.n_batch}; lower --spec-draft-max below {cfg.n_batch}"))
+    return out
+
+
 RULES: list[Rule] = [check_types, check_ranges, check_ubatch_fits_context, check_reply_fits_context,
-                     check_one_cache_size, check_drop_needs_the_cache]
+                     check_one_cache_size, check_drop_needs_the_cache, check_draft_source]
 
 
 def validate(cfg: Config) -> list[Problem]:

@@ -76,3 +76,18 @@ def test_nothing_found_says_where_it_looked(qtbot, make_window, data_dir):
     qtbot.waitUntil(lambda: picker.scans_done == 1, timeout=WAIT)
     assert "No models found in the usual folders" in picker.scan_status.text()
     assert "LM Studio" in picker.scan_status.text()
+
+
+def test_the_picker_chooses_a_draft_model_for_speculation(qtbot, make_window, data_dir):
+    from workbench.ui.models.qt_model_picker import with_draft_model
+
+    window = make_window(load=False)
+    picker = QtModelPicker(window.config, window, data=data_dir)
+    qtbot.addWidget(picker)
+    assert picker.draft_model.text() == window.config.spec_draft_model
+    chosen = with_draft_model(window.config, "/models/small.gguf")
+    assert (chosen.spec, chosen.spec_draft_model) == ("draft", "/models/small.gguf")
+    cleared = with_draft_model(chosen, "")
+    assert (cleared.spec, cleared.spec_draft_model) == ("off", "")
+    ngram = with_draft_model(window.config.replace(spec="ngram"), "")
+    assert ngram.spec == "ngram"

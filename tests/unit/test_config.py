@@ -29,7 +29,7 @@ from workbench.config_cli import DOCS_COMMAND, add_arguments, config_from_args, 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLING = Config(temp=0.7)  # a config under which the sampling knobs matter
 # ...and one under which every knob matters (streaming with automatic cache sizing).
-ACTIVE = SAMPLING.replace(moe_stream=True, cache_auto=True)
+ACTIVE = SAMPLING.replace(moe_stream=True, cache_auto=True, spec="ngram")
 
 
 def other_value(s: Setting, value: Any) -> Any:
@@ -66,7 +66,7 @@ def test_attribute_names_are_the_engine_contract() -> None:
         "auto_title",
         "moe_stream", "cache_mb", "cache_auto", "cache_floor_mb", "cache_ceil_mb", "io_threads",
         "o_direct", "dense_weights", "lean_load", "n_expert_used", "drop_cold_frac", "drop_renorm",
-        "drop_prefill", "kv_pool_mb", "kv_disk_mb"]
+        "drop_prefill", "kv_pool_mb", "kv_disk_mb", "spec", "spec_draft_max", "spec_draft_model"]
 
 
 @pytest.mark.parametrize("s", SETTINGS, ids=lambda s: s.name)
@@ -146,7 +146,7 @@ def test_config_fields_match_the_declarations() -> None:
     changed = [(n, t, dataclasses.field(default=2048) if n == "n_ctx" else d) for n, t, d in fields]
     with pytest.raises(ConfigError, match="n_ctx"):
         C.check_config_class(dataclasses.make_dataclass("Drifted", changed))
-    with pytest.raises(ConfigError, match=r"no field for.*kv_disk_mb"):
+    with pytest.raises(ConfigError, match=rf"no field for.*{SETTINGS[-1].name}"):
         C.check_config_class(dataclasses.make_dataclass("Short", fields[:-1]))
 
 

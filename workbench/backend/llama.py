@@ -206,6 +206,10 @@ class Model:
     def is_eog(self, token: int) -> bool:
         return bool(ll.llama_vocab_is_eog(self.vocab, token))
 
+    def vocab_texts(self) -> list[bytes]:
+        """Every token's text, by id (a draft model must have exactly these)."""
+        return [ll.llama_vocab_get_text(self.vocab, t) or b"" for t in range(self.n_vocab)]
+
 
 def _kv_overrides(items: Sequence[tuple[str, int]]) -> ctypes.Array | None:
     if not items:
@@ -262,8 +266,13 @@ class Context:
         self.memory = ll.llama_get_memory(ptr)
         self._n_vocab = model.n_vocab
         self._one = (ll.llama_token * 1)()
+        self._verify: ll.llama_batch | None = None  # the verify batch, made at its first use
+        self._verify_cap = 0
 
     def close(self) -> None:
+        if self._verify is not None:
+            ll.llama_batch_free(self._verify)
+            self._verify = None
         if self.ptr:
             ll.llama_free(self.ptr)
             self.ptr = None
@@ -281,6 +290,38 @@ class Context:
         """The per-token hot path: no allocation, one ctypes call into llama_decode."""
         self._one[0] = token
         return int(ll.llama_decode(self.ptr, ll.llama_batch_get_one(self._one, 1)))
+
+    def decode_all_logits(self, tokens: Sequence[int]) -> int:
+        """Decode `tokens` at the next positions with logits for every one of them (a
+        speculative verify step: row i scores the token after tokens[i]). Returns
+        llama_decode's code; read the rows with `argmax_ith` / `logits_ith`."""
+        n = len(tokens)
+        if n > self._verify_cap:
+            if self._verify is not None:
+                ll.llama_batch_free(self._verify)
+            self._verify_cap = max(n, 16)
+            self._verify = ll.llama_batch_init(self._verify_cap, 0, 1)
+        batch = self._verify
+        assert batch is not None
+        start = self.pos_max() + 1
+        for i, tok in enumerate(tokens):
+            batch.token[i] = tok
+            batch.pos[i] = start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 1
+        batch.n_tokens = n
+        return int(ll.llama_decode(self.ptr, batch))
+
+    def logits_ith(self, i: int) -> np.ndarray:
+        """A zero-copy view of the logits of output row `i` of the last decode."""
+        ptr = ll.llama_get_logits_ith(self.ptr, i)
+        if not ptr:
+            raise LlamaError(f"the last decode has no logits for row {i}")
+        return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
+
+    def argmax_ith(self, i: int) -> int:
+        return int(np.argmax(self.logits_ith(i)))
 
     def logits(self) -> np.ndarray:
         """A zero-copy view of the last position's logits (valid until the next decode)."""

@@ -64,6 +64,18 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
                       help="no memory balloon (a smoke test of the plumbing, not a measurement)")
     drop.set_defaults(run=run_drop_cmd)
 
+    spec = kinds.add_parser("spec", help="speculative decoding vs plain greedy decoding on a "
+                                         "task where drafts hit and one where they miss")
+    add_arguments(spec)
+    spec.add_argument("--tasks", default="quote,code,free",
+                      help="comma-separated: quote, code, free")
+    spec.add_argument("--drafter", choices=("ngram", "draft"), default="ngram",
+                      help="the speculating arm's source (draft needs --spec-draft-model)")
+    spec.add_argument("--repeats", type=int, default=5, help="pairs per task, interleaved")
+    spec.add_argument("--moe", action="store_true",
+                      help="also measure a streamed synthetic MoE's expert reads with speculation")
+    spec.set_defaults(run=run_spec_cmd)
+
     kv = kinds.add_parser("kv", help="time to first token with conversations' KV states kept "
                                      "(memory, disk) vs re-read")
     add_arguments(kv)
@@ -81,6 +93,43 @@ def on_bench_model(config: Config) -> Config:
     from workbench.embedded import gemma_model_path
 
     return config.replace(model=str(gemma_model_path()))
+
+
+def run_spec_cmd(args: argparse.Namespace) -> int:
+    from workbench.bench import spec as spec_bench
+    from workbench.embedded import chat_model_path
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    # The chat model: the tasks are instructions, and docs/benchmarks.md's figures name it.
+    config = config_from_args(args, Config(n_threads=2, n_predict=160))
+    if not config.model:
+        config = config.replace(model=str(chat_model_path()))
+    tasks = [t for t in args.tasks.split(",") if t]
+    unknown = [t for t in tasks if t not in spec_bench.TASKS]
+    if unknown:
+        print(f"error: unknown task {unknown[0]!r}; choose from {', '.join(spec_bench.TASKS)}",
+              file=sys.stderr)
+        return 2
+    results = spec_bench.spec_bench(config, tasks=tasks, spec=args.drafter,
+                                    repeats=args.repeats, log=log)
+    for r in results:
+        print(r.line())
+    if args.moe:
+        import tempfile
+
+        from workbench.moe.synth import write_synthetic_moe
+
+        # The tiny synthetic MoE suffices: the figure is reads per token, not speed.
+        with tempfile.TemporaryDirectory() as tmp:
+            model = write_synthetic_moe(Path(tmp) / "tiny-moe.gguf", arch="qwen3moe",
+                                        size="tiny")[0]
+            moe = spec_bench.moe_io_bench(model, repeats=args.repeats, n_tokens=48,
+                                          threads=config.n_threads, log=log)
+        print(moe.line())
+        print(moe.io_line())
+    return 0
 
 
 def run_kv_cmd(args: argparse.Namespace) -> int:

@@ -109,9 +109,11 @@ SPECS: tuple[Column, ...] = (
            "from the end of the previous decode (first token: end of prefill) to the start "
            "of this one: sampling, detokenizing, parsing, sinks"),
     Column("mtp_batch", _INT, "tokens", "loop",
-           "tokens confirmed by the decode that produced the row; always 1 here (no "
-           "speculation)", note="1"),
-    Column("mtp_draft_ms", _MS, "ms", "absent", "upstream speculative drafting cost"),
+           "tokens confirmed by the decode that produced the row (every row of a speculative "
+           "verify step has its count); 1 without speculation", note="1 without speculation"),
+    Column("mtp_draft_ms", _MS, "ms", "loop",
+           "drafting time of the step that produced the row (first row of the step, 0 on the "
+           "rest): part of `loop_overhead_ms`", note="-1 while speculation is off"),
     Column("drain_ms", _MS, "ms", "absent",
            "upstream overlap: wait for the previous layer's reads (inside compute)"),
     Column("adopt_ms", _MS, "ms", "absent",
@@ -125,6 +127,17 @@ SPECS: tuple[Column, ...] = (
     Column("experts_dropped", _INT, "count", "streamer",
            "of those, slots dropped: a cache miss weighted below `drop_cold_frac / top-k`, "
            "never a token's top expert", upstream=False, note="-1 while dropping is off"),
+    Column("drafted", _INT, "0/1", "loop",
+           "1: the token was drafted and verification kept it; 0: the model picked it itself "
+           "(a plain decode, or the pick that ends a verify step)", upstream=False,
+           note="-1 while speculation is off"),
+    Column("draft_len", _INT, "tokens", "loop",
+           "tokens drafted by the decode that produced the row (every row of a verify step has "
+           "it, as `mtp_batch`; 0 on a plain decode)", upstream=False,
+           note="-1 while speculation is off"),
+    Column("draft_kept", _INT, "tokens", "loop",
+           "of those, tokens verification kept (placed as `draft_len`): `mtp_batch − 1`",
+           upstream=False, note="-1 while speculation is off"),
     Column("token_id", _INT, "id", "loop", "vocabulary id of the token", upstream=False),
     Column("piece", _TEXT, "text", "loop", "the token's text, escaped as below", upstream=False),
     # In the record only: the parsed answer and reasoning so far, which the window shows.

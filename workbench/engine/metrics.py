@@ -50,9 +50,14 @@ class TokenMetrics:
     dense_resident_frac: float = UNMEASURED
     experts_routed: int = -1  # while dropping is on: slots examined / dropped this decode
     experts_dropped: int = -1
-    # Speculation/overlap columns of the upstream schema, which this engine does not have.
+    # Speculative decoding (engine/spec): tokens confirmed by this row's decode, its drafting
+    # time, and what was drafted and kept; -1 while speculation is off.
     mtp_batch: int = 1
     mtp_draft_ms: float = UNMEASURED
+    drafted: int = -1
+    draft_len: int = -1
+    draft_kept: int = -1
+    # Overlap/route-ahead columns of the upstream schema, which this engine does not have.
     drain_ms: float = UNMEASURED
     adopt_ms: float = UNMEASURED
     ra_issue_ms: float = UNMEASURED
@@ -113,6 +118,13 @@ class RunSummary:
     images_encoded: int = -1  # of those, encoded this turn (the others were reused from the KV)
     image_tokens: int = -1  # embeddings of the images encoded this turn
     image_encode_seconds: float = UNMEASURED
+    # Speculative decoding (engine/spec): -1 / "off" while it is off for the turn.
+    spec: str = "off"  # "ngram", "draft", or why it is off ("off", "off: sampling")
+    spec_decodes: int = -1  # generation decodes, plain and verify
+    spec_drafted_steps: int = -1  # verify steps (a draft was proposed)
+    spec_drafted: int = -1  # tokens drafted
+    spec_accepted: int = -1  # of those, kept
+    spec_draft_seconds: float = UNMEASURED  # drafting time (inside the loop overhead)
 
     @property
     def s_per_token(self) -> float:
@@ -122,6 +134,26 @@ class RunSummary:
     def tokens_per_second(self) -> float:
         """Aggregate decode rate: tokens / sum of decode wall (never a mean of rates)."""
         return self.n_generated / self.gen_seconds if self.gen_seconds > 0 else UNMEASURED
+
+    @property
+    def spec_accept_pct(self) -> float:
+        """Drafted tokens verification kept, % (unmeasured when nothing was drafted)."""
+        if self.spec_drafted <= 0:
+            return UNMEASURED
+        return 100.0 * self.spec_accepted / self.spec_drafted
+
+    @property
+    def tokens_per_decode(self) -> float:
+        """Generated tokens per generation decode: 1 without speculation, more when it pays."""
+        if self.spec_decodes <= 0:
+            return UNMEASURED
+        return self.n_generated / self.spec_decodes
+
+    @property
+    def spec_draft_s_per_token(self) -> float:
+        if self.spec_draft_seconds < 0 or not self.n_generated:
+            return UNMEASURED
+        return self.spec_draft_seconds / self.n_generated
 
     @property
     def moe_io_seconds(self) -> float:

@@ -51,6 +51,8 @@ from workbench.engine.requests import (
     StopReason,
 )
 from workbench.engine.sinks import Sink
+from workbench.engine.spec.drafters import DraftModelError, ModelDrafter, NgramDrafter
+from workbench.engine.spec.speculator import Speculator
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
 from workbench.moe.layout import ModelFacts, ModelFileError, read_model_facts
@@ -105,6 +107,7 @@ class Session:
         self._kv_dir: Path | None = None
         self.image_encodes = 0  # images encoded by this session (the reuse tests read it)
         self._sink: Sink | None = None
+        self._drafter: ModelDrafter | None = None  # the draft model (spec_draft_model)
         self._memory = MemoryProbe()
         self._cancel = threading.Event()
         self._busy = threading.Lock()  # held by generate(); close() takes it too
@@ -206,6 +209,12 @@ class Session:
             self.think_control = probe_think_control(self._template)
         if cfg.mmproj:
             self._projector = self._load_projector(Path(cfg.mmproj))
+        if cfg.spec_draft_model:
+            try:
+                self._drafter = ModelDrafter(Path(cfg.spec_draft_model), self._model,
+                                             n_ctx=cfg.n_ctx, n_threads=cfg.n_threads)
+            except DraftModelError as exc:
+                raise SessionError(str(exc)) from exc
         self._prompts = PromptBuilder(self._model, self._template, self.think_control,
                                       self._projector)
         self._rebuild_sampler()
@@ -267,11 +276,12 @@ class Session:
         if self._prompts is not None:
             self._prompts.close()  # its decoded images belong to the projector
         # The projector holds the model; it goes before it.
-        for obj in (self._sampler, self._ctx, self._streaming, self._abort, self._projector,
-                    self._model):
+        for obj in (self._sampler, self._drafter, self._ctx, self._streaming, self._abort,
+                    self._projector, self._model):
             if obj is not None:
                 obj.close()
         self._sampler = self._ctx = self._streaming = self._abort = self._model = None
+        self._drafter = None
         self._projector = None
         self._kv = None
         self._memory.close()
@@ -502,7 +512,10 @@ class Session:
         if self._projector is not None:
             turn.images = ImageTurnStats.zero()
             turn.images.n_images = len(prompt.images)
-        result = self._turn_loop().run(turn, on_token, on_prefill)
+        speculator, spec_note = self._speculation()
+        result = self._turn_loop(speculator, spec_note).run(turn, on_token, on_prefill)
+        if spec_note.startswith("off:"):
+            result.notes.append(SPEC_GREEDY_ONLY)
         self.image_encodes += max(0, turn.images.n_encoded)
         if result.ok and not result.stopped:
             for image in request.images:
@@ -528,14 +541,36 @@ class Session:
         )
         return divergence.reason if divergence else ""
 
-    def _turn_loop(self) -> TurnLoop:
+    def _turn_loop(self, speculator: Speculator | None = None, spec_note: str = "off"
+                   ) -> TurnLoop:
         assert self._model and self._ctx and self._kv and self._abort
         return TurnLoop(TurnParts(
             model=self._model, ctx=self._ctx, kv=self._kv, abort=self._abort,
             cancel=self._cancel, memory=self._memory, load_seconds=self.load_seconds,
             pick_token=self._pick_token, streaming=self._streaming, sink=self._sink,
-            projector=self._projector,
+            projector=self._projector, pick_row=self._pick_row, speculator=speculator,
+            spec_note=spec_note,
         ))
+
+    def _speculation(self) -> tuple[Speculator | None, str]:
+        """This turn's speculator and the summary's word for it. Greedy only: the verify rule
+        compares argmaxes, so a sampled (or penalised) turn decodes token by token."""
+        cfg, model = self.config, self._model
+        assert model is not None
+        if cfg.spec == "off":
+            return None, "off"
+        if self._sampler is not None:
+            return None, "off: sampling"
+        if cfg.spec == "draft":
+            if self._drafter is None:  # validate() requires the setting; the open loaded it
+                return None, "off: no draft model"
+            return Speculator(self._drafter, cfg.spec_draft_max, model.is_eog), "draft"
+        return Speculator(NgramDrafter(), cfg.spec_draft_max, model.is_eog), "ngram"
+
+    def _pick_row(self, row: int) -> int:
+        """The greedy pick from row `row` of a verify batch (tests wrap this, as _pick_token)."""
+        assert self._ctx is not None
+        return self._ctx.argmax_ith(row)
 
     def _pick_token(self) -> int:
         """Greedy argmax, or the sampling chain when temperature > 0 (tests wrap this)."""
@@ -662,6 +697,11 @@ def read_template_file(path: Path) -> str:
         raise SessionError(f"the chat template {path} is empty. {fix}")
     return text
 
+
+SPEC_GREEDY_ONLY = (
+    "Speculative decoding is greedy-only (temperature 0, no penalties), so this answer was "
+    "sampled token by token without it; set the temperature to 0 and the penalties off to "
+    "speculate.")
 
 NO_PROJECTOR = (
     "This model was opened without an image projector, so it cannot see images. Choose the "

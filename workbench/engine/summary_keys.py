@@ -64,6 +64,13 @@ KEYS: tuple[SummaryKey, ...] = (
     SummaryKey("evictions", "%d", "cache_evictions", "expert-cache evictions (session total)"),
     SummaryKey("rereads", "%d", "cache_rereads",
                "evicted experts read again (session total)"),
+    SummaryKey("mtp_drafted", "%d", "spec_drafted",
+               "tokens drafted this turn (n-gram or draft model); -1 while speculation is off"),
+    SummaryKey("mtp_accepted", "%d", "spec_accepted", "of those, kept by verification"),
+    SummaryKey("mtp_decodes", "%d", "spec_decodes", "generation decodes (plain and verify)"),
+    SummaryKey("mtp_draft_s/tok", _S_PER_TOKEN, "spec_draft_s_per_token",
+               "drafting time per token (inside `loop_overhead_s/tok`)"),
+    SummaryKey("drafted_steps", "%d", "spec_drafted_steps", "verify steps (a draft was proposed)"),
     # Ours.
     SummaryKey("turn", "%d", "turn", "0-based turn index", upstream=False),
     SummaryKey("n_reused", "%d", "n_reused", "prompt tokens served from the KV cache",
@@ -97,6 +104,13 @@ KEYS: tuple[SummaryKey, ...] = (
     SummaryKey("image_encode_s", "%.4f", "image_encode_seconds",
                "vision-encoder time of this turn (TTFT and `prefill_s` include it); -1 without "
                "a projector", upstream=False),
+    SummaryKey("spec", _TEXT, "spec",
+               "speculation in force this turn: `off`, `ngram`, `draft`, or `off: ...` with why",
+               upstream=False),
+    SummaryKey("accept_pct", "%.1f", "spec_accept_pct",
+               "`mtp_accepted / mtp_drafted × 100`; -1 when nothing was drafted", upstream=False),
+    SummaryKey("tok/decode", "%.3f", "tokens_per_decode",
+               "`tokens / mtp_decodes`: 1 without speculation", upstream=False),
 )
 
 BY_KEY: dict[str, SummaryKey] = {k.key: k for k in KEYS}
@@ -104,10 +118,11 @@ BY_KEY: dict[str, SummaryKey] = {k.key: k for k in KEYS}
 # Upstream trailer keys for features this engine lacks, left out rather than written as fake
 # zeros. Upstream files may have all of them; the reader keeps every key.
 LEFT_OUT_UPSTREAM: tuple[str, ...] = (
-    "spec_read_MiB", "spec_experts", "spec_useful", "mtp_drafted", "mtp_accepted", "mtp_decodes",
-    "mtp_draft_s/tok", "drafted_steps", "ra_committed", "ra_passthrough", "ra_agree_pct",
+    "spec_read_MiB", "spec_experts", "spec_useful", "ra_committed", "ra_passthrough",
+    "ra_agree_pct",
     "ra_gemv_ms/tok", "ra_issue_ms/tok", "ra_wd_ms/tok", "drain_s/tok", "adopt_s/tok",
 )
 
 # RunSummary fields no summary key writes, and why (a test keeps this list complete).
-NOT_WRITTEN: dict[str, str] = {"n_ctx": "the preamble's n_ctx says it once per session"}
+NOT_WRITTEN: dict[str, str] = {"n_ctx": "the preamble's n_ctx says it once per session",
+                               "spec_draft_seconds": "written per token, as mtp_draft_s/tok"}

@@ -26,9 +26,15 @@ from workbench.engine.probes import MemoryProbe, counters
 from workbench.engine.prompt import ImageSpan, Prompt
 from workbench.engine.requests import GenerateResult, PrefillProgress, StopReason, TokenEvent
 from workbench.engine.sinks import Sink
+from workbench.engine.spec.speculator import Speculator, fill_spec_summary
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.token_row import token_row, turn_summary
 from workbench.moe.routes import Phase
+
+ROLLBACK_REFUSED = (
+    "The model's memory refused to drop a rejected draft (its cache cannot remove a tail), so "
+    "the answer stopped here and was not added to the conversation. Turn speculative decoding "
+    "off (--spec off) for this model.")
 
 OnToken = Callable[[TokenEvent], None]
 OnPrefill = Callable[[PrefillProgress], None]
@@ -79,6 +85,9 @@ class TurnParts:
     memory: MemoryProbe
     load_seconds: float
     pick_token: Callable[[], int]  # the next token from the context's last logits
+    pick_row: Callable[[int], int] = lambda i: -1  # the greedy pick from verify row i
+    speculator: Speculator | None = None  # drafts tokens to verify (greedy turns only)
+    spec_note: str = "off"  # the summary's `spec`: the drafter's kind, or why it is off
     streaming: StreamingRuntime | None = None
     sink: Sink | None = None
     projector: mtmd.Projector | None = None  # reads the prompt's images, when it has any
@@ -110,6 +119,7 @@ class TurnLoop:
         ttft_ns = time.perf_counter_ns() - turn.started_ns
         prev_end = prefill_end
         stop, error = StopReason.LENGTH, ""
+        spec = p.speculator
         if streaming is not None:
             streaming.start_generation(len(kv.tokens))
         while len(rows) < turn.n_predict:
@@ -119,45 +129,80 @@ class TurnLoop:
             if cancel.is_set():
                 stop = StopReason.STOPPED
                 break
+            drafts: list[int] = []
+            draft_ns = 0
+            if spec is not None:
+                d0 = time.perf_counter_ns()
+                drafts = spec.propose(kv.tokens, tok, turn.n_predict - len(rows))
+                draft_ns = time.perf_counter_ns() - d0
+                spec.tally.draft_ns += draft_ns
+                spec.tally.decodes += 1
             before = counters()
             t0 = time.perf_counter_ns()
-            rc = ctx.decode_one(tok)
+            rc = ctx.decode_all_logits([tok, *drafts]) if drafts else ctx.decode_one(tok)
             t1 = time.perf_counter_ns()
             after = counters()
             if rc != 0:
                 stop, error = self._decode_failure(rc, len(rows))
                 break
+            if drafts:
+                assert spec is not None
+                verified = spec.verify(tok, drafts, p.pick_row)
+                fed, nxt = verified.fed, verified.next_token
+                if verified.n_accepted < verified.n_drafted and not ctx.seq_rm(
+                        len(kv.tokens) + len(fed), -1):
+                    stop, error = StopReason.ERROR, ROLLBACK_REFUSED
+                    break
+            else:
+                fed, nxt = [tok], -1
             if streaming is not None:
                 streaming.record_routes(turn.index, Phase.DECODE, len(kv.tokens))
-            kv.append([tok])
-            piece = model.token_to_piece(tok)
-            text_piece = turn.utf8.decode(piece)
-            turn.generated.append(text_piece)
-            delta = parser.feed(text_piece)
-            at_stop = turn.hits_stop(text_piece)
-            row = token_row(
-                step=len(rows) + 1, steps=turn.n_predict, turn=turn.index, token=tok, piece=piece,
-                t0_ns=t0, t1_ns=t1, prev_end_ns=prev_end, before=before, after=after,
-                memory=memory.sample(), delta=delta, previous=rows[-1] if rows else None,
-            )
-            if streaming is not None:
-                streaming.fill(row)
-            rows.append(row)
-            if sink is not None:
-                sink.on_token(row)
-            if on_token is not None:
-                on_token(TokenEvent(
-                    metrics=row,
-                    answer_delta=delta.answer_delta if delta else "",
-                    reasoning_delta=delta.reasoning_delta if delta else "",
-                    reset=delta.reset if delta else False,
-                    expert_map=streaming.activity() if streaming is not None else None,
-                ))
+            kv.append(fed)
+            memory_now = memory.sample()
+            for i, fed_tok in enumerate(fed):
+                first = i == 0
+                piece = model.token_to_piece(fed_tok)
+                text_piece = turn.utf8.decode(piece)
+                turn.generated.append(text_piece)
+                delta = parser.feed(text_piece)
+                at_stop = turn.hits_stop(text_piece)
+                # A verify step's decode is billed to its first row; the others took no decode.
+                row = token_row(
+                    step=len(rows) + 1, steps=turn.n_predict, turn=turn.index, token=fed_tok,
+                    piece=piece, t0_ns=t0 if first else t1, t1_ns=t1,
+                    prev_end_ns=prev_end if first else t1, before=before if first else after,
+                    after=after, memory=memory_now, delta=delta,
+                    previous=rows[-1] if rows else None,
+                )
+                if spec is not None:
+                    row.mtp_batch = len(fed)
+                    row.mtp_draft_ms = draft_ns / 1e6 if first else 0.0
+                    row.drafted = 0 if first else 1
+                    row.draft_len = len(drafts)
+                    row.draft_kept = len(fed) - 1
+                if streaming is not None:
+                    streaming.fill(row)
+                rows.append(row)
+                if sink is not None:
+                    sink.on_token(row)
+                if on_token is not None:
+                    on_token(TokenEvent(
+                        metrics=row,
+                        answer_delta=delta.answer_delta if delta else "",
+                        reasoning_delta=delta.reasoning_delta if delta else "",
+                        reset=delta.reset if delta else False,
+                        expert_map=streaming.activity() if streaming is not None and first
+                        else None,
+                    ))
+                if at_stop:  # the rest of a verified draft is past the stop: not the answer's
+                    break
             prev_end = t1
             if at_stop:  # after this token's row and event: the turn ends as at an end token
                 stop = StopReason.EOS
                 break
-            if len(rows) < turn.n_predict:
+            if drafts:
+                tok = nxt
+            elif len(rows) < turn.n_predict:
                 tok = p.pick_token()
         end_ns = time.perf_counter_ns()
         tail = turn.utf8.decode(b"", final=True)
@@ -180,6 +225,9 @@ class TurnLoop:
         result.summary.image_encode_seconds = turn.images.encode_seconds
         if streaming is not None:
             streaming.fill_summary(result.summary)
+        result.summary.spec = p.spec_note
+        if spec is not None:
+            fill_spec_summary(result.summary, spec.tally)
         if sink is not None:
             sink.on_summary(result.summary)
         if stop is StopReason.STOPPED:

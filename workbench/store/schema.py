@@ -148,6 +148,12 @@ MIGRATIONS: list[str] = [
         DELETE FROM images WHERE sha256 = OLD.sha256;
     END;
     """,
+    # 6: the per-token speculation columns (engine/spec); -1 = speculation was off.
+    """
+    ALTER TABLE run_tokens ADD COLUMN drafted INTEGER NOT NULL DEFAULT -1;
+    ALTER TABLE run_tokens ADD COLUMN draft_len INTEGER NOT NULL DEFAULT -1;
+    ALTER TABLE run_tokens ADD COLUMN draft_kept INTEGER NOT NULL DEFAULT -1;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

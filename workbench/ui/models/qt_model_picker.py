@@ -147,10 +147,19 @@ class QtModelPicker(QDialog):
         mmproj_row = QHBoxLayout()
         mmproj_row.addWidget(self.mmproj, 1)
         mmproj_row.addWidget(self.mmproj_browse)
+        # A draft model for speculative decoding (engine/spec): one of the same vocabulary.
+        self.draft_model = QLineEdit(config.spec_draft_model)
+        self.draft_model.setPlaceholderText("none: n-gram drafting needs no model")
+        self.draft_browse = QPushButton("Choose…")
+        self.draft_browse.clicked.connect(lambda: self._tasks.spawn(self._browse_draft()))
+        draft_row = QHBoxLayout()
+        draft_row.addWidget(self.draft_model, 1)
+        draft_row.addWidget(self.draft_browse)
         form = QFormLayout()
         form.addRow("Context", self.n_ctx)
         form.addRow("Threads", self.n_threads)
         form.addRow("Image projector", mmproj_row)
+        form.addRow("Draft model", draft_row)
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
         self.buttons.accepted.connect(self.accept)
@@ -281,7 +290,8 @@ class QtModelPicker(QDialog):
     def _chosen(self) -> Config:
         """What to load: as edited, with a reply that fits the context."""
         edited = self._edited()
-        return self.opening.chosen(edited) if self.opening is not None else edited
+        chosen = self.opening.chosen(edited) if self.opening is not None else edited
+        return with_draft_model(chosen, self.draft_model.text().strip())
 
     def _show_opening(self) -> None:
         if self.opening is not None and self.path is not None:
@@ -352,8 +362,24 @@ class QtModelPicker(QDialog):
         if path:
             self.mmproj.setText(path)
 
+    async def _browse_draft(self) -> None:
+        path, _ = await asyncWrap(lambda: QFileDialog.getOpenFileName(
+            self, "Choose a draft model (same vocabulary as the model)", "",
+            "GGUF models (*.gguf);;All files (*)"))
+        if path:
+            self.draft_model.setText(path)
+
     async def _browse(self) -> None:
         path, _ = await asyncWrap(lambda: QFileDialog.getOpenFileName(
             self, "Open a GGUF model", "", "GGUF models (*.gguf);;All files (*)"))
         if path:
             self.select(path)
+
+
+def with_draft_model(config: Config, path: str) -> Config:
+    """The picker's draft model in force: choosing one drafts with it; clearing it while it
+    drafted turns speculation off (n-gram drafting, which needs none, is left as it is)."""
+    if path:
+        return config.replace(spec_draft_model=path, spec="draft")
+    return config.replace(spec_draft_model="",
+                          spec="off" if config.spec == "draft" else config.spec)

@@ -16,6 +16,7 @@ from typing import Any
 
 from workbench.engine import metric_columns, metric_labels
 from workbench.engine.measured import as_measured
+from workbench.ui.telemetry import speculation
 
 MIB = 1024 * 1024
 
@@ -25,6 +26,7 @@ FIELDS = (
     "wall_ms", "compute_ms", "io_ms", "stall_ms", "mgmt_ms", "read_bytes", "cpu_ms",
     "cache_hit_pct", "rss_anon_mib", "rss_file_mib", "swap_mib", "mem_available_mib",
     "majflt", "majflt_mib", "loop_overhead_ms", "experts_routed", "experts_dropped",
+    *speculation.FIELDS,
 )
 _unknown = [name for name in FIELDS if name not in metric_columns.BY_NAME]
 if _unknown:
@@ -95,6 +97,7 @@ SERIES: tuple[tuple[str, Callable[[Measured], float]], ...] = (
     ("majflt_mib", itemgetter("majflt_mib")),
     ("cpu_cores", _cores),
     ("loop_overhead_ms", itemgetter("loop_overhead_ms")),
+    *speculation.SERIES,
 )
 COLUMNS = tuple(name for name, _ in SERIES)
 _COMPUTE = tuple(compute for _, compute in SERIES)
@@ -166,6 +169,8 @@ PLOTS: tuple[PlotSpec, ...] = (
     PlotSpec("cpu", "CPU occupancy", "cores", (
         Curve("cpu_cores", "CPU time / wall", "#8bc34a"),
     )),
+    PlotSpec(speculation.PLOT[0], speculation.PLOT[1], speculation.PLOT[2],
+             tuple(Curve(*c) for c in speculation.PLOT[3])),
 )
 
 
