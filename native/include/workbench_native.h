@@ -166,6 +166,11 @@ WB_API int32_t wb_streamer_expert_map(const struct wb_streamer * s, int32_t n_la
 // transient and evicted first). Any time; the per-entry state is kept for every policy.
 WB_API int32_t wb_streamer_set_cache_policy(struct wb_streamer * s, int32_t policy, int32_t guard);
 
+// Prefetch (after activate; needs the cache): after each decode load, the experts the previous
+// token routed at the next layer are read on a thread of their own while this layer computes;
+// the next load waits for them first. Off unless turned on.
+WB_API int32_t wb_streamer_set_prefetch(struct wb_streamer * s, int32_t on);
+
 struct wb_cache_stats {
     uint64_t transient_admissions;  // misses the guard admitted as transient
     uint64_t preloaded_entries;     // warm start: entries read at open

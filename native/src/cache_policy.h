@@ -25,7 +25,8 @@ enum class CachePolicy : int32_t {
     Layer = 2,  // layer-aware: the score over the layers until the entry's layer comes round
 };
 
-constexpr double kDecay = 0.5;  // per closed pass: a lookup one token ago weighs half
+// Per closed pass (a token): a half-life of ~34 tokens (moe/cache_policies.py says why 0.98).
+constexpr double kDecay = 0.98;
 
 inline CachePolicy cache_policy_from(int32_t value) {
     if (value < 0 || value > 2) {

@@ -10,6 +10,7 @@
 namespace wb {
 
 ExpertCache::~ExpertCache() {
+    prefetcher_.reset();  // joins its thread: no read may land in memory unmapped below
     for (auto & layer : layers_) {
         for (auto & p : layer.projs) {
             if (p.tensor != nullptr && p.original != nullptr) p.tensor->data = p.original;
@@ -119,6 +120,8 @@ void ExpertCache::activate(int64_t budget_bytes, bool poison, wb_stream_counters
     tick_.assign(entries, 0);
     transient_.assign(entries, 0);
     preloaded_.assign(entries, 0);
+    ahead_.assign(entries, 0);
+    last_ids_.assign(layers_.size(), {});
     for (auto & layer : layers_) {
         for (auto & p : layer.projs) {
             p.original = p.tensor->data;
@@ -133,6 +136,7 @@ void ExpertCache::activate(int64_t budget_bytes, bool poison, wb_stream_counters
 
 void ExpertCache::load(int il, const std::vector<int64_t> & ids, FileSet & files,
                        wb_stream_counters & c) {
+    settle(c);
     const uint64_t t0 = now_ns();
     Layer & layer = layers_[static_cast<size_t>(il)];
     // Close the previous pass over the layers when the layer index does not increase.
@@ -166,6 +170,11 @@ void ExpertCache::load(int il, const std::vector<int64_t> & ids, FileSet & files
                     ++stats_.preload_hits;
                     preloaded_[entry] = 0;
                 }
+                if (ahead_[entry]) {
+                    ++stats_.prefetch_hits;
+                    stats_.prefetch_hit_bytes += layer.entry_bytes;
+                    ahead_[entry] = 0;
+                }
                 lru_unlink(entry);
                 lru_push_front(entry);
                 continue;
@@ -187,8 +196,50 @@ void ExpertCache::load(int il, const std::vector<int64_t> & ids, FileSet & files
     c.read_bytes += files.read_all(jobs_);
     const uint64_t t2 = now_ns();
     if (lru_) evict_until_under_budget(c);
+    if (prefetcher_ && decode_) issue_prefetch(il, ids, c);
     c.io_ns += t2 - t1;
     c.mgmt_ns += (t1 - t0) + (now_ns() - t2);
+}
+
+void ExpertCache::enable_prefetch(const std::vector<std::string> & paths, int lanes, bool direct) {
+    if (!lru_) throw std::runtime_error("prefetch needs the expert cache: there is nowhere to read ahead into");
+    if (!prefetcher_) prefetcher_.reset(new Prefetcher(paths, lanes, direct));
+}
+
+void ExpertCache::settle(wb_stream_counters & c) {
+    if (!prefetcher_) return;
+    const uint64_t waited = prefetcher_->wait();
+    stats_.prefetch_wait_ns += waited;
+    c.io_ns += waited;  // the eval thread waited for reads
+    stats_.prefetch_bytes = prefetcher_->bytes();
+    stats_.prefetch_read_ns = prefetcher_->read_ns();
+}
+
+void ExpertCache::issue_prefetch(int il, const std::vector<int64_t> & ids, wb_stream_counters & c) {
+    last_ids_[static_cast<size_t>(il)] = ids;
+    // The next layer the cache manages, wrapping to the first (the next token's).
+    size_t next = static_cast<size_t>(il);
+    do {
+        next = (next + 1) % layers_.size();
+    } while (layers_[next].n_expert == 0);
+    const Layer & layer = layers_[next];
+    std::vector<ReadJob> jobs;
+    for (int64_t e : last_ids_[next]) {
+        const size_t entry = entry_index(static_cast<int>(next), e);
+        if (valid_[entry]) continue;
+        valid_[entry] = 1;
+        ahead_[entry] = 1;
+        tick_[entry] = ++tick_now_;
+        stamp_[entry] = generation_;
+        c.resident_now += layer.entry_bytes;
+        lru_push_front(entry);
+        ++stats_.prefetch_issued;
+        for (const auto & p : layer.projs) {
+            const uint64_t at = p.stride * static_cast<uint64_t>(e);
+            jobs.push_back({p.file, p.offset + at, p.stride, p.region + at, true});
+        }
+    }
+    prefetcher_->submit(std::move(jobs));
 }
 
 void ExpertCache::evict_until_under_budget(wb_stream_counters & c) {
@@ -244,6 +295,7 @@ int ExpertCache::layer_of(size_t entry) const {
 size_t ExpertCache::preload(const int32_t * layers, const int32_t * experts, size_t n,
                             FileSet & files, wb_stream_counters & c) {
     if (!lru_) throw std::runtime_error("the expert cache is off: there is nothing to preload into");
+    settle(c);
     const uint64_t t0 = now_ns();
     jobs_.clear();
     size_t taken = 0;
@@ -275,6 +327,7 @@ size_t ExpertCache::preload(const int32_t * layers, const int32_t * experts, siz
 void ExpertCache::cache_stats(wb_cache_stats * out) const {
     *out = stats_;
     out->policy = static_cast<int32_t>(policy_);
+    out->prefetch = prefetcher_ ? 1 : 0;
     out->guard = guard_ ? 1 : 0;
 }
 
@@ -287,7 +340,7 @@ void ExpertCache::entry_states(int32_t n_layer, int32_t n_expert, uint8_t * out)
         for (size_t e = 0; e < n; ++e) {
             const size_t entry = base_[il] + e;
             if (!valid_[entry]) continue;
-            out[il * cols + e] = transient_[entry] ? 2 : preloaded_[entry] ? 3 : 1;
+            out[il * cols + e] = transient_[entry] ? 2 : (preloaded_[entry] || ahead_[entry]) ? 3 : 1;
         }
     }
 }
@@ -309,6 +362,10 @@ void ExpertCache::evict(size_t entry, wb_stream_counters & c) {
     if (preloaded_[entry]) {
         preloaded_[entry] = 0;
         ++stats_.preload_unused;
+    }
+    if (ahead_[entry]) {
+        ahead_[entry] = 0;
+        stats_.prefetch_wasted_bytes += layer.entry_bytes;
     }
     ever_evicted_[entry] = 1;
     c.resident_now -= layer.entry_bytes;
@@ -332,6 +389,7 @@ void ExpertCache::lru_push_front(size_t entry) {
 
 void ExpertCache::set_budget(int64_t bytes, wb_stream_counters & c) {
     if (!lru_) throw std::runtime_error("the expert cache is off for this session: reopen with a cache to size it");
+    settle(c);
     budget_ = bytes > 0 ? static_cast<uint64_t>(bytes) : 0;
     ++generation_;  // nothing is protected between generations
     evict_until_under_budget(c);

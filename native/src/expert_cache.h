@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cache_policy.h"
+#include "prefetcher.h"
 #include "reader.h"
 #include "workbench_native.h"
 
@@ -78,6 +80,12 @@ public:
     size_t preload(const int32_t * layers, const int32_t * experts, size_t n, FileSet & files,
                    wb_stream_counters & c);
     void cache_stats(wb_cache_stats * out) const;
+    // Prefetch (prefetcher.h): after each decode load, the experts the previous token routed at
+    // the next layer are read on the prefetch thread while this layer computes.
+    void enable_prefetch(const std::vector<std::string> & paths, int lanes, bool direct);
+    void set_decode(bool decode) { decode_ = decode; }
+    // Waits for a prefetch in flight (none: returns at once); the wait is the eval thread's.
+    void settle(wb_stream_counters & c);
     // Per entry: 0 not resident, 1 resident, 2 resident and transient (the guard's), 3 preloaded
     // and not yet looked up. Row-major [n_layer][n_expert] like expert_map.
     void entry_states(int32_t n_layer, int32_t n_expert, uint8_t * out) const;
@@ -125,6 +133,11 @@ private:
     uint64_t tick_now_ = 0;
     wb_cache_stats stats_{};
     std::vector<std::pair<EvictionKey, size_t>> candidates_;
+    void issue_prefetch(int il, const std::vector<int64_t> & ids, wb_stream_counters & c);
+    std::unique_ptr<Prefetcher> prefetcher_;
+    bool decode_ = false;
+    std::vector<std::vector<int64_t>> last_ids_;  // the last decode load's experts per layer
+    std::vector<uint8_t> ahead_;                  // prefetched, not yet looked up
 
     std::vector<ReadJob> jobs_;
     int last_il_ = -1;

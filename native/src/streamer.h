@@ -49,7 +49,13 @@ public:
         return dense_.read_anon(name, file, offset, nbytes, *files_);
     }
     void set_budget(int64_t bytes) { cache_.set_budget(bytes, c_); }
-    void set_phase(int32_t phase) { phase_ = phase; }
+    void set_phase(int32_t phase) {
+        phase_ = phase;
+        cache_.set_decode(phase == 1);  // prefetch reads ahead in decode only
+    }
+    void set_prefetch(bool on) {
+        if (on) cache_.enable_prefetch(paths_, params_.io_lanes, params_.o_direct != 0);
+    }
     void set_position(int64_t position) {
         next_position_ = position;
         last_topk_il_ = kNoLayer;  // the next topk node starts a compute batch
@@ -94,6 +100,7 @@ private:
 
     Mode mode_ = Mode::Idle;
     wb_streamer_params params_;
+    std::vector<std::string> paths_;
     std::unique_ptr<FileSet> files_;
     ExpertCache cache_;
     DenseWeights dense_;

@@ -68,7 +68,7 @@ def test_the_policies_differ(tiny_moe_path, tmp_path):
 
 def test_the_guard_keeps_hits_below_the_cliff(tiny_moe_path, tmp_path):
     # One token's expert demand is above 1 MiB on the tiny model: LRU cycles everything.
-    plain, _, plain_trace, demand = _run(tiny_moe_path, tmp_path, policy="lru", cache_mb=1)
+    plain, _, _, demand = _run(tiny_moe_path, tmp_path, policy="lru", cache_mb=1)
     assert demand > 1 * MIB
     guarded, stats, trace, _ = _run(tiny_moe_path, tmp_path, policy="lru", guard=True,
                                     cache_mb=1)
@@ -101,7 +101,8 @@ def test_warm_start_preloads_and_replays(tiny_moe_path, tmp_path):
         hot.lookups, hot.hits, hot.read_bytes)
     # Turned off, the saved file is read but nothing is preloaded.
     config = Config(model=str(tiny_moe_path), chat_template=False, n_ctx=256, n_threads=2,
-                    moe_stream=True, cache_mb=2, o_direct=False, cache_warm_start=False)
+                    n_predict=8, moe_stream=True, cache_mb=2, o_direct=False,
+                    cache_warm_start=False)
     with Session.open(config, warm_dir=warm) as s:
         assert s.streaming.streamer.cache_stats().preloaded_entries == 0
 
@@ -112,7 +113,7 @@ def test_a_damaged_frequency_file_starts_cold_with_a_warning(tiny_moe_path, tmp_
     (saved,) = warm.glob("*.npy")
     saved.write_bytes(b"not a numpy file")
     config = Config(model=str(tiny_moe_path), chat_template=False, n_ctx=256, n_threads=2,
-                    moe_stream=True, cache_mb=2, o_direct=False)
+                    n_predict=8, moe_stream=True, cache_mb=2, o_direct=False)
     with Session.open(config, warm_dir=warm) as s:
         assert s.streaming.streamer.cache_stats().preloaded_entries == 0
         assert any("damaged" in w for w in s.streaming.warnings)

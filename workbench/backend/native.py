@@ -161,6 +161,7 @@ def _bind(lib: ctypes.CDLL) -> None:
         "wb_streamer_expert_map": ([c.c_void_p, c.c_int32, c.c_int32, c.c_void_p, c.c_void_p],
                                    c.c_int32),
         "wb_streamer_set_cache_policy": ([c.c_void_p, c.c_int32, c.c_int32], c.c_int32),
+        "wb_streamer_set_prefetch": ([c.c_void_p, c.c_int32], c.c_int32),
         "wb_streamer_cache_stats": ([c.c_void_p, c.POINTER(WbCacheStats)], c.c_int32),
         "wb_streamer_preload": ([c.c_void_p, c.c_void_p, c.c_void_p, c.c_uint64], c.c_int32),
         "wb_streamer_entry_states": ([c.c_void_p, c.c_int32, c.c_int32, c.c_void_p],

@@ -22,8 +22,12 @@ from workbench.config import Config
 from workbench.engine.metrics import UNMEASURED, RunSummary, TokenMetrics
 from workbench.engine.requests import ExpertActivity
 from workbench.engine.route_recorder import RouteRecorder
-from workbench.engine.warm_start import (frequency_path, load_frequencies, preload_order,
-                                         save_frequencies)
+from workbench.engine.warm_start import (
+    frequency_path,
+    load_frequencies,
+    preload_order,
+    save_frequencies,
+)
 from workbench.moe.budget import MIB, CacheBudget, cliff_warning, resolve_budget
 from workbench.moe.layout import ModelFacts, TensorInfo, expert_tensors, read_tensors
 from workbench.moe.lean_load import LeanLoadReport, restore
@@ -93,6 +97,7 @@ class StreamingRuntime:
                            if warm_dir is not None and self.budget.enabled else None)
         self._warm_counts: np.ndarray | None = None
         self._warm_on = bool(config.cache_warm_start)
+        self.prefetch = bool(config.prefetch and self.budget.enabled)
         self._warm_note = ""
         self.preloaded: tuple[tuple[int, int], ...] = ()
         self.routes = RouteRecorder(self.streamer, max_route_loads) if record_routes else None
@@ -146,6 +151,8 @@ class StreamingRuntime:
                 # Blanked for the load but never rebound: give them their file pages back.
                 restore(self.lean, self.facts.shards, unused)
         self.streamer.activate()
+        if self.prefetch:
+            self.streamer.set_prefetch(True)
         self._warm_start()
         self._last = self.streamer.counters()
         if self.routes is not None:
@@ -193,7 +200,7 @@ class StreamingRuntime:
             model=self.facts.path.name, arch=self.facts.arch, n_layer=self.facts.n_layer,
             n_expert=self.facts.n_expert, n_expert_used=self.top_k, cache_budget_bytes=budget,
             expert_bytes=dict(self.expert_bytes), cache_policy=self.cache_policy,
-            cache_guard=self.cache_guard, preloaded=self.preloaded,
+            cache_guard=self.cache_guard, preloaded=self.preloaded, prefetch=self.prefetch,
         )
 
     def route_trace(self, turns: list[int] | None = None) -> RouteTrace:

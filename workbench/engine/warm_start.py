@@ -39,7 +39,8 @@ def load_frequencies(path: Path, shape: tuple[int, int]) -> tuple[np.ndarray | N
     try:
         counts = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
-        return None, f"warm start: {path.name} is damaged ({exc}); starting cold, it is rewritten at close"
+        return None, (f"warm start: {path.name} is damaged ({exc}); starting cold, it is "
+                      "rewritten at close")
     if counts.shape != shape or counts.dtype.kind != "f" or not np.isfinite(counts).all() or (
             counts < 0).any():
         return None, (f"warm start: {path.name} does not fit this model (shape {counts.shape}, "

@@ -22,13 +22,18 @@ The policies (key: smaller is evicted first):
 
 - `lru`: the last tick. The engine's historical cache.
 - `lfru` (frequency + recency): the score, an exponentially decayed count of lookups (each pass
-  multiplies it by 0.5, so a lookup one token ago weighs half of one now), then the last tick.
-  Frequent experts survive a token in which they were not routed; one-off ones go first.
+  multiplies it by `DECAY`, 0.98: a half-life of ~34 tokens), then the last tick. Frequent
+  experts survive tokens in which they were not routed; one-off ones go first.
 - `layer` (layer-aware, least-stale): in a decode the layers come round in a fixed cycle, so an
   entry of the layer the engine just left is needed a whole token later and one of the next layer
   now. The key is the score divided by the layers until the entry's layer comes round again
   (`staleness`, 1 for the next layer, up to the cycle's length for the current one): hot entries
   of layers about to run are kept, as Belady would, over entries equally hot but needed later.
+
+Prefetch (off by default): after each decode load, the experts the previous decode token looked
+up at the next layer (wrapping to the first) that are not resident are brought in, as the newest
+entries, not lookups; a later lookup of one is a hit (a prefetch hit), an eviction before any
+lookup is waste. The engine reads them on a thread of its own while the layer computes.
 
 All arithmetic is IEEE double (the native side uses double too, in the same order of operations),
 so the replay's keys and the engine's compare identically.
@@ -43,8 +48,10 @@ from workbench.moe.replay import CacheResult, Lookup, _count_tokens, _entry_key
 
 POLICIES = ("lru", "lfru", "layer")
 DEFAULT_POLICY = "lru"
-# Per closed pass, every score is multiplied by this: a lookup one token ago weighs half.
-DECAY = 0.5
+# Per closed pass (a token), every score is multiplied by this: a half-life of ~34 tokens. Chosen
+# on the bench model's routing (docs/benchmarks.md, bench policy): faster decays (0.5 to 0.9)
+# hit 4 to 15 points less at 200 MiB, pure counting (1.0) no more.
+DECAY = 0.98
 
 
 @dataclass(slots=True)
@@ -54,6 +61,7 @@ class _Entry:
     tick: int = 0
     resident: bool = False
     transient: bool = False
+    ahead: bool = False  # prefetched, not yet looked up
     stamp: int = -1  # the load that last looked it up
 
 
@@ -61,9 +69,10 @@ class PolicyCache:
     """The engine's expert cache under `policy`, one load at a time (see the module doc)."""
 
     def __init__(self, policy: str, expert_bytes: dict[int, int], budget_bytes: int, *,
-                 guard: bool = False) -> None:
+                 guard: bool = False, prefetch: bool = False) -> None:
         if policy not in POLICIES:
-            raise ValueError(f"unknown cache policy {policy!r}: choose one of {', '.join(POLICIES)}")
+            raise ValueError(f"unknown cache policy {policy!r}: choose one of "
+                             f"{', '.join(POLICIES)}")
         self.policy = policy
         self.guard = guard
         self.expert_bytes = expert_bytes
@@ -79,6 +88,12 @@ class PolicyCache:
         self.n_layers = max(expert_bytes) + 1 if expert_bytes else 1
         self.result = CacheResult(budget_bytes)
         self.transient_admissions = 0
+        self.prefetch = prefetch
+        self.layers = sorted(expert_bytes)
+        self.last_decode: dict[int, tuple[int, ...]] = {}
+        self.prefetch_issued = 0
+        self.prefetch_hits = 0
+        self.prefetch_wasted = 0  # entries evicted before any lookup
 
     def resident(self, layer: int, expert: int) -> bool:
         entry = self.entries.get(_entry_key(layer, expert))
@@ -130,6 +145,9 @@ class PolicyCache:
             entry.stamp = self.generation
             if entry.resident:
                 hits += 1
+                if entry.ahead:
+                    self.prefetch_hits += 1
+                    entry.ahead = False
                 continue
             entry.resident = True
             entry.transient = guarding and self.resident_bytes + size > self.budget
@@ -145,6 +163,28 @@ class PolicyCache:
             r.decode_hits += hits
             r.decode_miss_bytes += missed
         self._evict(lk.layer)
+        if self.prefetch and lk.decode:
+            self._prefetch(lk)
+
+    def _prefetch(self, lk: Lookup) -> None:
+        """The previous decode token's experts at the next layer (wrapping), read ahead."""
+        self.last_decode[lk.layer] = lk.experts
+        nxt = self.layers[(self.layers.index(lk.layer) + 1) % len(self.layers)]
+        size = self.expert_bytes[nxt]
+        for e in self.last_decode.get(nxt, ()):
+            key = _entry_key(nxt, e)
+            entry = self.entries.get(key)
+            if entry is not None and entry.resident:
+                continue
+            if entry is None:
+                entry = self.entries[key] = _Entry(nxt)
+            self.tick += 1
+            entry.tick = self.tick
+            entry.stamp = self.generation
+            entry.resident = True
+            entry.ahead = True
+            self.resident_bytes += size
+            self.prefetch_issued += 1
 
     def _close_pass(self) -> None:
         self.token_demand = self.pass_bytes
@@ -178,15 +218,19 @@ class PolicyCache:
             entry = self.entries[k]
             entry.resident = False
             entry.transient = False
+            if entry.ahead:
+                entry.ahead = False
+                self.prefetch_wasted += 1
             self.resident_bytes -= self.expert_bytes[entry.layer]
 
 
 def replay_policy(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_bytes: int,
                   policy: str, *, guard: bool = False,
-                  preloaded: Sequence[tuple[int, int]] = ()) -> CacheResult:
-    """`policy` (with or without the guard, from a warm start or cold) over `seq`: what the
-    engine's cache would do."""
-    cache = PolicyCache(policy, expert_bytes, budget_bytes, guard=guard)
+                  preloaded: Sequence[tuple[int, int]] = (), prefetch: bool = False
+                  ) -> CacheResult:
+    """`policy` (with or without the guard and prefetch, from a warm start or cold) over `seq`:
+    what the engine's cache would do."""
+    cache = PolicyCache(policy, expert_bytes, budget_bytes, guard=guard, prefetch=prefetch)
     cache.preload(preloaded)
     for lk in seq:
         cache.step(lk)

@@ -5,7 +5,8 @@ The format follows the upstream engine's route trace (its §3.8), so the same an
     # workbench_route_trace v1
     # model=<file> arch=<arch> n_layer=<n> n_expert=<n> n_expert_used=<k> cache_budget_bytes=<b>
     # layer=<il> expert_bytes=<one expert, all projections>   (one line per MoE layer)
-    # cache_policy=<lru|lfru|layer> cache_guard=<0|1> preloaded=<il:e,il:e,...|->   (optional)
+    # cache_policy=<lru|lfru|layer> cache_guard=<0|1> prefetch=<0|1> preloaded=<il:e,...|->
+    (the policy line is optional: older traces ran the LRU)
     turn,phase,step,layer,slot,expert,weight,residency,expert_bytes,dropped
     0,0,0,1,0,5,nan,-1,-1,0
     ...
@@ -59,6 +60,7 @@ class TraceMeta:
     cache_policy: str = "lru"
     cache_guard: bool = False
     preloaded: tuple[tuple[int, int], ...] = ()  # warm start: entries read at open, in order
+    prefetch: bool = False  # the previous token's experts read ahead for the next layer
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +98,7 @@ def trace_lines(trace: RouteTrace) -> list[str]:
     lines += [f"# layer={il} expert_bytes={b}" for il, b in sorted(m.expert_bytes.items())]
     preloaded = ",".join(f"{il}:{e}" for il, e in m.preloaded) or "-"
     lines.append(f"# cache_policy={m.cache_policy} cache_guard={int(m.cache_guard)} "
-                 f"preloaded={preloaded}")
+                 f"prefetch={int(m.prefetch)} preloaded={preloaded}")
     lines.append(HEADER)
     for tl in trace.loads:
         load = tl.load
@@ -151,7 +153,7 @@ def _int(value: str, what: str, lineno: int, where: str) -> int:
 
 
 def _policy_line(f: dict[str, str], lineno: int, where: str
-                 ) -> tuple[str, bool, tuple[tuple[int, int], ...]]:
+                 ) -> tuple[str, bool, tuple[tuple[int, int], ...], bool]:
     from workbench.moe.cache_policies import POLICIES  # the policy names are declared there
 
     name = f.get("cache_policy", "")
@@ -168,7 +170,8 @@ def _policy_line(f: dict[str, str], lineno: int, where: str
                                   f"pairs, found {item!r}.")
         entries.append((_int(il, "a preloaded layer", lineno, where),
                         _int(e, "a preloaded expert", lineno, where)))
-    return name, guard != 0, tuple(entries)
+    prefetch = _int(f.get("prefetch", "0"), "prefetch", lineno, where)
+    return name, guard != 0, tuple(entries), prefetch != 0
 
 
 class _LoadBuilder:
@@ -245,7 +248,7 @@ def read_trace(path: str | os.PathLike[str]) -> RouteTrace:
         il = _int(f["layer"], "layer", i + 1, where)
         expert_bytes[il] = _int(f["expert_bytes"], "expert_bytes", i + 1, where)
         i += 1
-    policy = ("lru", False, ())
+    policy: tuple[str, bool, tuple[tuple[int, int], ...], bool] = ("lru", False, (), False)
     if i < len(lines) and lines[i].startswith("# cache_policy="):
         policy = _policy_line(_fields(lines[i], i + 1, where), i + 1, where)
         i += 1
@@ -259,7 +262,7 @@ def read_trace(path: str | os.PathLike[str]) -> RouteTrace:
         n_expert_used=_int(run["n_expert_used"], "n_expert_used", 2, where),
         cache_budget_bytes=_int(run["cache_budget_bytes"], "cache_budget_bytes", 2, where),
         expert_bytes=expert_bytes, cache_policy=policy[0], cache_guard=policy[1],
-        preloaded=policy[2],
+        preloaded=policy[2], prefetch=policy[3],
     )
     trace = RouteTrace(meta)
     current: _LoadBuilder | None = None

@@ -310,6 +310,10 @@ class ExpertStreamer:
         self._check(self._lib.wb_streamer_set_cache_policy(self._ptr, POLICY_CODES[policy],
                                                            int(guard)), "setting the policy")
 
+    def set_prefetch(self, on: bool) -> None:
+        """Read the next layer's likely experts ahead (after activate; needs the cache)."""
+        self._check(self._lib.wb_streamer_set_prefetch(self._ptr, int(on)), "turning on prefetch")
+
     def cache_stats(self) -> CacheStats:
         raw = native.WbCacheStats()
         self._check(self._lib.wb_streamer_cache_stats(self._ptr, ctypes.byref(raw)),
