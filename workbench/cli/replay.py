@@ -116,6 +116,16 @@ def format_report(report: ReplayReport, model: str, recorded_budget: int, turns:
             f"{lru.budget_bytes / MIB:>11.1f} {_pct(lru.hit_pct):>9} {_pct(bel.hit_pct):>8} "
             f"{_pct(lru.decode_hit_pct):>9} {_pct(bel.decode_hit_pct):>9} "
             f"{_mib(lru.decode_mib_per_token):>12} {_mib(bel.decode_mib_per_token):>12}")
+    names = list(report.budgets[0].policies) if report.budgets else []
+    if names:
+        lines += ["", "eviction policies at the same budgets (cold start, no guard, no "
+                  "prefetch), hit % of every lookup / while generating:",
+                  f"{'budget MiB':>11} {'LRU':>13} " + " ".join(f"{n:>13}" for n in names)
+                  + f" {'Belady':>13}"]
+        for row in report.budgets:
+            cells = [row.lru] + [row.policies[n] for n in names] + [row.belady]
+            lines.append(f"{row.lru.budget_bytes / MIB:>11.1f} " + " ".join(
+                f"{_pct(c.hit_pct) + '/' + _pct(c.decode_hit_pct):>13}" for c in cells))
     lines += ["", "lossy what-ifs, generated tokens only (reads avoided against the LRU at the "
               "same budget):"]
     if not report.has_weights:
