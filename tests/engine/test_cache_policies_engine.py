@@ -20,7 +20,7 @@ PROMPTS = ("The quick brown fox jumps over the lazy dog, twice.", "And then?")
 
 
 def _run(model, tmp_path, *, policy: str, guard: bool = False, cache_mb: int = 2,
-         warm_dir=None, n_predict: int = 24, prefetch: bool = False):
+         warm_dir=None, n_predict: int = 12, prefetch: bool = False):
     config = Config(model=str(model), chat_template=False, n_predict=n_predict, n_ctx=256,
                     n_threads=2, n_batch=8, moe_stream=True, cache_mb=cache_mb, o_direct=False,
                     cache_policy=policy, cache_guard=guard, prefetch=prefetch)

@@ -18,10 +18,16 @@ import numpy as np
 
 from workbench.atomic_write import AtomicFile
 from workbench.engine.model_identity import fast_hash
+from workbench.paths import data_dir
 
 log = logging.getLogger(__name__)
 
 OLDER_WEIGHT = 0.5  # each earlier session's counts weigh half at the next save
+
+
+def warm_start_dir() -> Path:
+    """Where the window and `chat` keep the routing frequencies: the data folder's."""
+    return data_dir() / "expert-routing"
 
 
 def frequency_path(directory: Path, model: Path) -> Path:

@@ -35,6 +35,7 @@ from workbench.engine.requests import (
 from workbench.engine.route_recorder import WINDOW_MAX_LOADS
 from workbench.engine.session import Session
 from workbench.engine.sinks import Sink
+from workbench.engine.warm_start import warm_start_dir
 from workbench.moe.route_trace import RouteTrace
 from workbench.ui.event_pipe import EventPipe
 from workbench.ui.ui_pacer import shared_pacer
@@ -139,7 +140,8 @@ class EngineBridge:
                 # Routing is recorded (bounded) for the cache-sizing view and route traces.
                 session = Session.open(config, sink=self._sink, progress=progress,
                                        kv_dir=self._kv_dir, record_routes=True,
-                                       max_route_loads=WINDOW_MAX_LOADS)
+                                       max_route_loads=WINDOW_MAX_LOADS,
+                                       warm_dir=warm_start_dir())
             except SessionError:
                 if self._cancel_load.is_set():
                     raise LoadCancelled("loading was cancelled; no model is loaded") from None
