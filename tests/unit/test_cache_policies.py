@@ -9,7 +9,13 @@ import pytest
 from workbench.engine.warm_start import load_frequencies, preload_order, save_frequencies
 from workbench.moe.cache_policies import PolicyCache, replay_policy
 from workbench.moe.replay import Lookup, replay_lru
-from workbench.moe.route_trace import RouteTrace, RouteTraceError, TraceMeta, read_trace, write_trace
+from workbench.moe.route_trace import (
+    RouteTrace,
+    RouteTraceError,
+    TraceMeta,
+    read_trace,
+    write_trace,
+)
 
 SIZE = 10
 BYTES = {0: SIZE, 1: SIZE, 2: SIZE}
