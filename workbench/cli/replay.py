@@ -41,7 +41,8 @@ def parse_budgets(values: list[str]) -> list[int]:
 
 def run_replay(args: argparse.Namespace) -> int:
     from workbench.atomic_write import OutputFileError, check_output_path
-    from workbench.moe.replay import default_budgets, recorded_hit_pct, replay
+    from workbench.moe.cache_policies import add_policy_rows
+    from workbench.moe.replay import default_budgets, lookups, recorded_hit_pct, replay
     from workbench.moe.route_trace import read_trace
 
     try:
@@ -62,6 +63,7 @@ def run_replay(args: argparse.Namespace) -> int:
     if not budgets:
         budgets = default_budgets(total, meta.cache_budget_bytes)
     report = replay(loads, meta.expert_bytes, meta.n_expert, meta.n_expert_used, budgets)
+    add_policy_rows(report, lookups(loads), meta.expert_bytes)
     print(format_report(report, trace.meta.model, meta.cache_budget_bytes,
                         turns=len({t.turn for t in trace.loads})))
     recorded = recorded_hit_pct(loads)

@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from workbench.moe.replay import CacheResult, Lookup, _count_tokens, _entry_key
+from workbench.moe.replay import CacheResult, Lookup, ReplayReport, _count_tokens, _entry_key
 
 POLICIES = ("lru", "lfru", "layer")
 DEFAULT_POLICY = "lru"
@@ -236,3 +236,13 @@ def replay_policy(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_by
         cache.step(lk)
     cache.result.decode_tokens = _count_tokens(seq)
     return cache.result
+
+
+def add_policy_rows(report: ReplayReport, seq: Sequence[Lookup], expert_bytes: dict[int, int]
+                    ) -> ReplayReport:
+    """Each budget of a `replay` report gets the other policies' results (cold start, no guard,
+    no prefetch), beside its LRU and Belady."""
+    for row in report.budgets:
+        row.policies = {name: replay_policy(seq, expert_bytes, row.lru.budget_bytes, name)
+                        for name in POLICIES if name != "lru"}
+    return report

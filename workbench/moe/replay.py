@@ -90,8 +90,8 @@ class BudgetReplay:
     lru: CacheResult
     belady: CacheResult
     what_ifs: list[WhatIf] = field(default_factory=list)
-    # The engine's other eviction policies at this budget (moe/cache_policies.py), cold start,
-    # no guard, no prefetch: like for like with `lru`.
+    # The engine's other eviction policies at this budget, cold start, no guard, no prefetch:
+    # like for like with `lru` (filled by moe/cache_policies.add_policy_rows).
     policies: dict[str, CacheResult] = field(default_factory=dict)
 
 
@@ -391,7 +391,6 @@ def replay(loads: Sequence[tuple[int, RouteLoad]], expert_bytes: dict[int, int],
             break
         lru = replay_lru(seq, expert_bytes, budget)
         row = BudgetReplay(lru=lru, belady=replay_belady(seq, expert_bytes, budget))
-        row.policies = _other_policies(seq, expert_bytes, budget)
         if what_ifs:
             if has_weights:
                 row.what_ifs += [replay_drop(loads, expert_bytes, budget, f, lru)
@@ -400,18 +399,6 @@ def replay(loads: Sequence[tuple[int, RouteLoad]], expert_bytes: dict[int, int],
                              for d in (1, 2) if n_expert_used - d >= 1]
         report.budgets.append(row)
     return report
-
-
-def _other_policies(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget: int
-                    ) -> dict[str, CacheResult]:
-    from workbench.moe.cache_policies import POLICIES, replay_policy  # it builds on this module
-
-    out = {}
-    for name in POLICIES:
-        if name != "lru":
-            out[name] = replay_policy(seq, expert_bytes, budget, name)
-            out[name].decode_tokens = _count_tokens(seq)
-    return out
 
 
 def default_budgets(total_expert_bytes: int, recorded_budget: int, points: int = 8) -> list[int]:

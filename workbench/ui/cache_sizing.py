@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.moe.replay import MIB, ReplayReport, default_budgets, replay
+from workbench.moe.cache_policies import add_policy_rows
+from workbench.moe.replay import MIB, ReplayReport, default_budgets, lookups, replay
 from workbench.moe.route_trace import TraceMeta
 from workbench.moe.routes import RouteLoad
 
@@ -79,4 +80,6 @@ def compute_curves(loads: Sequence[tuple[int, RouteLoad]], meta: TraceMeta,
     budgets = default_budgets(total, meta.cache_budget_bytes, points)
     report = replay(loads, meta.expert_bytes, meta.n_expert, meta.n_expert_used, budgets,
                     what_ifs=False, cancelled=cancelled)
+    if cancelled is None or not cancelled():
+        add_policy_rows(report, lookups(loads), meta.expert_bytes)
     return curves_from_report(report, meta.cache_budget_bytes)
