@@ -6,7 +6,7 @@ The format follows the upstream engine's route trace (its §3.8), so the same an
     # model=<file> arch=<arch> n_layer=<n> n_expert=<n> n_expert_used=<k> cache_budget_bytes=<b>
     # layer=<il> expert_bytes=<one expert, all projections>   (one line per MoE layer)
     # cache_policy=<lru|lfru|layer> cache_guard=<0|1> prefetch=<0|1> preloaded=<il:e,...|->
-    (the policy line is optional: older traces ran the LRU)
+    (the policy line is written only for a cache other than the plain cold LRU)
     turn,phase,step,layer,slot,expert,weight,residency,expert_bytes,dropped
     0,0,0,1,0,5,nan,-1,-1,0
     ...
@@ -96,9 +96,11 @@ def trace_lines(trace: RouteTrace) -> list[str]:
              f"# model={m.model} arch={m.arch} n_layer={m.n_layer} n_expert={m.n_expert} "
              f"n_expert_used={m.n_expert_used} cache_budget_bytes={m.cache_budget_bytes}"]
     lines += [f"# layer={il} expert_bytes={b}" for il, b in sorted(m.expert_bytes.items())]
-    preloaded = ",".join(f"{il}:{e}" for il, e in m.preloaded) or "-"
-    lines.append(f"# cache_policy={m.cache_policy} cache_guard={int(m.cache_guard)} "
-                 f"prefetch={int(m.prefetch)} preloaded={preloaded}")
+    if (m.cache_policy, m.cache_guard, m.prefetch, m.preloaded) != ("lru", False, False, ()):
+        # Only when the cache was not the plain LRU: a default trace keeps the v1 layout.
+        preloaded = ",".join(f"{il}:{e}" for il, e in m.preloaded) or "-"
+        lines.append(f"# cache_policy={m.cache_policy} cache_guard={int(m.cache_guard)} "
+                     f"prefetch={int(m.prefetch)} preloaded={preloaded}")
     lines.append(HEADER)
     for tl in trace.loads:
         load = tl.load
