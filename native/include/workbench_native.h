@@ -192,7 +192,8 @@ struct wb_cache_stats {
     int32_t prefetch;               // prefetch on
 };
 
-WB_API int32_t wb_streamer_cache_stats(const struct wb_streamer * s, struct wb_cache_stats * out);
+// Waits for a prefetch still in flight first (its bytes are then counted).
+WB_API int32_t wb_streamer_cache_stats(struct wb_streamer * s, struct wb_cache_stats * out);
 // Warm start: reads the entries (layers[i], experts[i]) in order while they fit in the budget
 // (after activate, before the first decode). Returns the count read, or -1.
 WB_API int32_t wb_streamer_preload(struct wb_streamer * s, const int32_t * layers,

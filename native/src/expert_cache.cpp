@@ -324,7 +324,12 @@ size_t ExpertCache::preload(const int32_t * layers, const int32_t * experts, siz
     return taken;
 }
 
-void ExpertCache::cache_stats(wb_cache_stats * out) const {
+void ExpertCache::cache_stats(wb_cache_stats * out) {
+    if (prefetcher_) {
+        prefetcher_->quiesce();
+        stats_.prefetch_bytes = prefetcher_->bytes();
+        stats_.prefetch_read_ns = prefetcher_->read_ns();
+    }
     *out = stats_;
     out->policy = static_cast<int32_t>(policy_);
     out->prefetch = prefetcher_ ? 1 : 0;

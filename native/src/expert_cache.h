@@ -79,7 +79,9 @@ public:
     // lookups. Returns how many were read.
     size_t preload(const int32_t * layers, const int32_t * experts, size_t n, FileSet & files,
                    wb_stream_counters & c);
-    void cache_stats(wb_cache_stats * out) const;
+    // Waits for a prefetch in flight first (outside any decode: not counted as a wait), so that
+    // its bytes are in.
+    void cache_stats(wb_cache_stats * out);
     // Prefetch (prefetcher.h): after each decode load, the experts the previous token routed at
     // the next layer are read on the prefetch thread while this layer computes.
     void enable_prefetch(const std::vector<std::string> & paths, int lanes, bool direct);

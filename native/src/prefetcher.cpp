@@ -41,6 +41,11 @@ uint64_t Prefetcher::wait() {
     return now_ns() - t0;
 }
 
+void Prefetcher::quiesce() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !busy_; });
+}
+
 void Prefetcher::run() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {

@@ -28,6 +28,8 @@ public:
     // Blocks until the batch in flight (if any) is read; returns the ns waited. Throws the
     // batch's read error, if it had one.
     uint64_t wait();
+    // Blocks until no batch is in flight, leaving a read error for wait() to report.
+    void quiesce();
     uint64_t bytes() const { return bytes_; }     // transferred, all batches (after wait)
     uint64_t read_ns() const { return read_ns_; }  // wall time of the reads, all batches
 

@@ -73,7 +73,7 @@ public:
     void set_cache_policy(int32_t policy, int32_t guard) {
         cache_.set_policy(cache_policy_from(policy), guard != 0);
     }
-    void cache_stats(wb_cache_stats * out) const { cache_.cache_stats(out); }
+    void cache_stats(wb_cache_stats * out) { cache_.cache_stats(out); }
     size_t preload(const int32_t * layers, const int32_t * experts, size_t n) {
         if (mode_ != Mode::Stream) throw std::runtime_error("preload needs an active streamer");
         return cache_.preload(layers, experts, n, *files_, c_);

@@ -119,7 +119,7 @@ int32_t wb_streamer_set_prefetch(wb_streamer * s, int32_t on) {
     return wb::guarded([&] { s->impl.set_prefetch(on != 0); return 0; });
 }
 
-int32_t wb_streamer_cache_stats(const wb_streamer * s, wb_cache_stats * out) {
+int32_t wb_streamer_cache_stats(wb_streamer * s, wb_cache_stats * out) {
     return wb::guarded([&] { s->impl.cache_stats(out); return 0; });
 }
 
