@@ -274,7 +274,10 @@ class StreamingRuntime:
         self._map_last = now
         if self._moe_layers is None or len(self._moe_layers) != len(now.layer_experts):
             self._moe_layers = now.layer_experts > 0
+        holds = (self.streamer.entry_states(*now.resident.shape) if self.budget.enabled
+                 else None)
         return ExpertActivity(routed=routed, resident=now.resident, moe_layers=self._moe_layers,
+                              holds=holds, policy=self.cache_policy if self.budget.enabled else "",
                               cached=now.cached)
 
     def _expert_map(self) -> ExpertMapSnapshot:
