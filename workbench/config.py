@@ -264,18 +264,17 @@ SETTINGS: tuple[Setting, ...] = (
             "when routed)", "load", requires=_STREAMING),
     # Cache policies, warm start and prefetch (issue 24; native/src/cache_policy.h).
     Setting("cache_policy", "choice", "lru", "Cache policy", "Streaming",
-            "Which experts the cache evicts: lru (least recently used), lfru (frequency + "
-            "recency), layer (layer-aware: keeps the next layers' hot experts)", "load",
+            "What the cache evicts: lru (least recent), lfru (frequency + recency), layer "
+            "(layer-aware)", "load",
             choices=("lru", "lfru", "layer"), gate=_CACHE_GATE),
     Setting("cache_guard", "bool", False, "Token-cycle guard", "Streaming",
-            "Below one token's expert demand, keep a pinned subset instead of cycling every "
-            "expert through the cache (where it would hit nothing)", "load", gate=_CACHE_GATE),
+            "Below one token's expert demand, keep a pinned subset instead of hitting nothing",
+            "load", gate=_CACHE_GATE),
     Setting("cache_warm_start", "bool", True, "Warm start", "Streaming",
-            "Remember which experts a model routes to and read the most used into the cache at "
-            "open, within its budget", "load", gate=_CACHE_GATE),
+            "Remember a model's most routed experts and read them into the cache at open",
+            "load", gate=_CACHE_GATE),
     Setting("prefetch", "bool", False, "Prefetch experts", "Streaming",
-            "Read the next layer's likely experts (the previous token's) while this layer "
-            "computes; off by default: it lost on the machine it was measured on",
+            "Read the next layer's likely experts while this layer computes (lost when measured)",
             "load", gate=_CACHE_GATE),
     Setting("n_expert_used", "int", 0, "Active experts", "Speed / quality",
             "Experts each token uses; fewer than the model's top-k is faster and lossy", "load",
