@@ -62,8 +62,12 @@ def run_replay(args: argparse.Namespace) -> int:
     total = sum(b * meta.n_expert for b in meta.expert_bytes.values())
     if not budgets:
         budgets = default_budgets(total, meta.cache_budget_bytes)
-    report = replay(loads, meta.expert_bytes, meta.n_expert, meta.n_expert_used, budgets)
-    add_policy_rows(report, lookups(loads), meta.expert_bytes)
+    report = replay(loads, meta.expert_bytes, meta.n_expert, meta.n_expert_used, budgets,
+                    preloaded=meta.preloaded)
+    add_policy_rows(report, lookups(loads), meta.expert_bytes, meta.preloaded)
+    if meta.preloaded:
+        print(f"the engine started warm ({len(meta.preloaded)} experts preloaded): every "
+              "replay below starts from the same entries")
     print(format_report(report, trace.meta.model, meta.cache_budget_bytes,
                         turns=len({t.turn for t in trace.loads})))
     recorded = recorded_hit_pct(loads)

@@ -238,11 +238,12 @@ def replay_policy(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_by
     return cache.result
 
 
-def add_policy_rows(report: ReplayReport, seq: Sequence[Lookup], expert_bytes: dict[int, int]
-                    ) -> ReplayReport:
-    """Each budget of a `replay` report gets the other policies' results (cold start, no guard,
-    no prefetch), beside its LRU and Belady."""
+def add_policy_rows(report: ReplayReport, seq: Sequence[Lookup], expert_bytes: dict[int, int],
+                    preloaded: Sequence[tuple[int, int]] = ()) -> ReplayReport:
+    """Each budget of a `replay` report gets the other policies' results (the same start as its
+    LRU and Belady: `preloaded`; no guard, no prefetch)."""
     for row in report.budgets:
-        row.policies = {name: replay_policy(seq, expert_bytes, row.lru.budget_bytes, name)
+        row.policies = {name: replay_policy(seq, expert_bytes, row.lru.budget_bytes, name,
+                                            preloaded=preloaded)
                         for name in POLICIES if name != "lru"}
     return report

@@ -79,7 +79,7 @@ def compute_curves(loads: Sequence[tuple[int, RouteLoad]], meta: TraceMeta,
     total = sum(b * meta.n_expert for b in meta.expert_bytes.values())
     budgets = default_budgets(total, meta.cache_budget_bytes, points)
     report = replay(loads, meta.expert_bytes, meta.n_expert, meta.n_expert_used, budgets,
-                    what_ifs=False, cancelled=cancelled)
+                    what_ifs=False, cancelled=cancelled, preloaded=meta.preloaded)
     if cancelled is None or not cancelled():
-        add_policy_rows(report, lookups(loads), meta.expert_bytes)
+        add_policy_rows(report, lookups(loads), meta.expert_bytes, meta.preloaded)
     return curves_from_report(report, meta.cache_budget_bytes)
