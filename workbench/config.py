@@ -265,6 +265,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lean_load", "bool", True, "Lean load", "Streaming",
             "Read only metadata and dense weights at load, not the whole file (experts are read "
             "when routed)", "load", requires=_STREAMING),
+    # Cache policies, warm start and prefetch (issue 24; native/src/cache_policy.h).
+    Setting("cache_policy", "choice", "lru", "Cache policy", "Streaming",
+            "What the cache evicts: lru (least recent), lfru (frequency + recency), layer "
+            "(layer-aware)", "load",
+            choices=("lru", "lfru", "layer"), gate=_CACHE_GATE),
+    Setting("cache_guard", "bool", False, "Token-cycle guard", "Streaming",
+            "Below one token's expert demand, keep a pinned subset instead of hitting nothing",
+            "load", gate=_CACHE_GATE),
+    Setting("cache_warm_start", "bool", True, "Warm start", "Streaming",
+            "Remember a model's most routed experts and read them into the cache at open",
+            "load", gate=_CACHE_GATE),
+    Setting("prefetch", "bool", False, "Prefetch experts", "Streaming",
+            "Read the next layer's likely experts while this layer computes (lost when measured)",
+            "load", gate=_CACHE_GATE),
     Setting("n_expert_used", "int", 0, "Active experts", "Speed / quality",
             "Experts each token uses; fewer than the model's top-k is faster and lossy", "load",
             unit="experts", min=0, special=((0, "model default"),),
@@ -365,6 +379,10 @@ class Config:
     o_direct: bool = _default("o_direct")
     dense_weights: str = _default("dense_weights")
     lean_load: bool = _default("lean_load")
+    cache_policy: str = _default("cache_policy")
+    cache_guard: bool = _default("cache_guard")
+    cache_warm_start: bool = _default("cache_warm_start")
+    prefetch: bool = _default("prefetch")
     n_expert_used: int = _default("n_expert_used")
     drop_cold_frac: float = _default("drop_cold_frac")
     drop_renorm: bool = _default("drop_renorm")

@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 // Bumped whenever an exported signature or struct changes; the Python binding refuses a mismatch.
-#define WB_ABI_VERSION 4
+#define WB_ABI_VERSION 5
 
 struct llama_context;
 struct ggml_tensor;
@@ -45,6 +45,7 @@ WB_API size_t wb_sizeof_llama_batch(void);
 WB_API size_t wb_sizeof_streamer_params(void);
 WB_API size_t wb_sizeof_stream_counters(void);
 WB_API size_t wb_sizeof_route_load(void);
+WB_API size_t wb_sizeof_cache_stats(void);
 
 // ---- cancellation ----------------------------------------------------------------------------
 // An atomic flag that llama.cpp polls after every graph node: cancelling never runs Python there.
@@ -159,6 +160,49 @@ WB_API int32_t wb_streamer_layer_experts(const struct wb_streamer * s, int64_t *
 WB_API int32_t wb_streamer_expert_map(const struct wb_streamer * s, int32_t n_layer,
                                       int32_t n_expert, uint32_t * routed_out,
                                       uint8_t * resident_out);
+// ---- cache policies, warm start, prefetch (issue 24) ------------------------------------------
+// Eviction policy (0 lru, 1 lfru: frequency + recency, 2 layer: layer-aware) and the token-cycle
+// guard (while the budget is below the last pass's token demand, misses beyond the budget are
+// transient and evicted first). Any time; the per-entry state is kept for every policy.
+WB_API int32_t wb_streamer_set_cache_policy(struct wb_streamer * s, int32_t policy, int32_t guard);
+
+// Prefetch (after activate; needs the cache): after each decode load, the experts the previous
+// token routed at the next layer are read on a thread of their own while this layer computes;
+// the next load waits for them first. Off unless turned on.
+WB_API int32_t wb_streamer_set_prefetch(struct wb_streamer * s, int32_t on);
+
+struct wb_cache_stats {
+    uint64_t transient_admissions;  // misses the guard admitted as transient
+    uint64_t preloaded_entries;     // warm start: entries read at open
+    uint64_t preloaded_bytes;
+    uint64_t preload_read_bytes;    // bytes transferred for them (not in read_bytes)
+    uint64_t preload_ns;
+    uint64_t preload_hits;          // preloaded entries whose first lookup hit
+    uint64_t preload_unused;        // preloaded entries evicted before any lookup
+    uint64_t prefetch_issued;       // entries read ahead for the next layer
+    uint64_t prefetch_bytes;        // bytes transferred for them (not in read_bytes)
+    uint64_t prefetch_hits;         // prefetched entries whose first lookup hit
+    uint64_t prefetch_wasted_bytes; // prefetched entries evicted before any lookup
+    uint64_t prefetch_wait_ns;      // eval thread waiting for a prefetch still in flight
+    uint64_t prefetch_hit_bytes;    // bytes of the prefetch hits (reads the decode did not wait for)
+    uint64_t prefetch_read_ns;      // wall time the prefetch reads took, on their own thread
+    int32_t policy;
+    int32_t guard;
+    int32_t guard_active;           // the guard was in force at the last load
+    int32_t prefetch;               // prefetch on
+};
+
+// Waits for a prefetch still in flight first (its bytes are then counted).
+WB_API int32_t wb_streamer_cache_stats(struct wb_streamer * s, struct wb_cache_stats * out);
+// Warm start: reads the entries (layers[i], experts[i]) in order while they fit in the budget
+// (after activate, before the first decode). Returns the count read, or -1.
+WB_API int32_t wb_streamer_preload(struct wb_streamer * s, const int32_t * layers,
+                                   const int32_t * experts, uint64_t n);
+// Per (layer, expert): 0 absent, 1 resident, 2 transient (guard), 3 preloaded or prefetched and
+// not yet looked up. Row-major [n_layer][n_expert]; returns 0 or -1.
+WB_API int32_t wb_streamer_entry_states(const struct wb_streamer * s, int32_t n_layer,
+                                        int32_t n_expert, uint8_t * out);
+
 WB_API void wb_streamer_set_abort_flag(struct wb_streamer * s, struct wb_abort_flag * flag);
 // The streaming failure that aborted a decode ("" when none); returns the full length.
 WB_API int32_t wb_streamer_fatal(const struct wb_streamer * s, char * buf, size_t buf_size);

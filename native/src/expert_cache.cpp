@@ -1,5 +1,6 @@
 #include "expert_cache.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -9,6 +10,7 @@
 namespace wb {
 
 ExpertCache::~ExpertCache() {
+    prefetcher_.reset();  // joins its thread: no read may land in memory unmapped below
     for (auto & layer : layers_) {
         for (auto & p : layer.projs) {
             if (p.tensor != nullptr && p.original != nullptr) p.tensor->data = p.original;
@@ -114,6 +116,12 @@ void ExpertCache::activate(int64_t budget_bytes, bool poison, wb_stream_counters
     stamp_.assign(entries, 0);
     prev_.assign(entries, -1);
     next_.assign(entries, -1);
+    crf_.assign(entries, 0.0);
+    tick_.assign(entries, 0);
+    transient_.assign(entries, 0);
+    preloaded_.assign(entries, 0);
+    ahead_.assign(entries, 0);
+    last_ids_.assign(layers_.size(), {});
     for (auto & layer : layers_) {
         for (auto & p : layer.projs) {
             p.original = p.tensor->data;
@@ -128,6 +136,7 @@ void ExpertCache::activate(int64_t budget_bytes, bool poison, wb_stream_counters
 
 void ExpertCache::load(int il, const std::vector<int64_t> & ids, FileSet & files,
                        wb_stream_counters & c) {
+    settle(c);
     const uint64_t t0 = now_ns();
     Layer & layer = layers_[static_cast<size_t>(il)];
     // Close the previous pass over the layers when the layer index does not increase.
@@ -135,6 +144,9 @@ void ExpertCache::load(int il, const std::vector<int64_t> & ids, FileSet & files
         c.token_demand = pass_bytes_;
         c.layer_demand = pass_layer_max_;
         pass_bytes_ = pass_layer_max_ = 0;
+        if (lru_) {
+            for (double & v : crf_) v *= kDecay;  // every policy's state, whichever runs
+        }
     }
     last_il_ = il;
     ++generation_;
@@ -143,18 +155,33 @@ void ExpertCache::load(int il, const std::vector<int64_t> & ids, FileSet & files
     pass_bytes_ += layer_bytes;
     if (layer_bytes > pass_layer_max_) pass_layer_max_ = layer_bytes;
     jobs_.clear();
+    const bool guarding = lru_ && guard_ && budget_ < c.token_demand;
+    stats_.guard_active = guarding ? 1 : 0;
     for (int64_t e : ids) {
         if (lru_) {
             const size_t entry = entry_index(il, e);
             ++c.lookups;
             stamp_[entry] = generation_;
+            tick_[entry] = ++tick_now_;
+            crf_[entry] += 1.0;
             if (valid_[entry]) {
                 ++c.hits;
+                if (preloaded_[entry]) {
+                    ++stats_.preload_hits;
+                    preloaded_[entry] = 0;
+                }
+                if (ahead_[entry]) {
+                    ++stats_.prefetch_hits;
+                    stats_.prefetch_hit_bytes += layer.entry_bytes;
+                    ahead_[entry] = 0;
+                }
                 lru_unlink(entry);
                 lru_push_front(entry);
                 continue;
             }
             if (ever_evicted_[entry]) ++c.rereads;
+            transient_[entry] = guarding && c.resident_now + layer.entry_bytes > budget_ ? 1 : 0;
+            stats_.transient_admissions += transient_[entry];
             valid_[entry] = 1;
             c.resident_now += layer.entry_bytes;
             lru_push_front(entry);
@@ -169,20 +196,162 @@ void ExpertCache::load(int il, const std::vector<int64_t> & ids, FileSet & files
     c.read_bytes += files.read_all(jobs_);
     const uint64_t t2 = now_ns();
     if (lru_) evict_until_under_budget(c);
+    if (prefetcher_ && decode_) issue_prefetch(il, ids, c);
     c.io_ns += t2 - t1;
     c.mgmt_ns += (t1 - t0) + (now_ns() - t2);
 }
 
+void ExpertCache::enable_prefetch(const std::vector<std::string> & paths, int lanes, bool direct) {
+    if (!lru_) throw std::runtime_error("prefetch needs the expert cache: there is nowhere to read ahead into");
+    if (!prefetcher_) prefetcher_.reset(new Prefetcher(paths, lanes, direct));
+}
+
+void ExpertCache::settle(wb_stream_counters & c) {
+    if (!prefetcher_) return;
+    const uint64_t waited = prefetcher_->wait();
+    stats_.prefetch_wait_ns += waited;
+    c.io_ns += waited;  // the eval thread waited for reads
+    stats_.prefetch_bytes = prefetcher_->bytes();
+    stats_.prefetch_read_ns = prefetcher_->read_ns();
+}
+
+void ExpertCache::issue_prefetch(int il, const std::vector<int64_t> & ids, wb_stream_counters & c) {
+    last_ids_[static_cast<size_t>(il)] = ids;
+    // The next layer the cache manages, wrapping to the first (the next token's).
+    size_t next = static_cast<size_t>(il);
+    do {
+        next = (next + 1) % layers_.size();
+    } while (layers_[next].n_expert == 0);
+    const Layer & layer = layers_[next];
+    std::vector<ReadJob> jobs;
+    for (int64_t e : last_ids_[next]) {
+        const size_t entry = entry_index(static_cast<int>(next), e);
+        if (valid_[entry]) continue;
+        valid_[entry] = 1;
+        ahead_[entry] = 1;
+        tick_[entry] = ++tick_now_;
+        stamp_[entry] = generation_;
+        c.resident_now += layer.entry_bytes;
+        lru_push_front(entry);
+        ++stats_.prefetch_issued;
+        for (const auto & p : layer.projs) {
+            const uint64_t at = p.stride * static_cast<uint64_t>(e);
+            jobs.push_back({p.file, p.offset + at, p.stride, p.region + at, true});
+        }
+    }
+    prefetcher_->submit(std::move(jobs));
+}
+
 void ExpertCache::evict_until_under_budget(wb_stream_counters & c) {
+    if (policy_ != CachePolicy::Lru || guard_) {
+        evict_by_policy(c);
+        return;
+    }
     // Never evict what this load just stamped: resident may exceed the budget transiently.
     while (c.resident_now > budget_ && tail_ >= 0 && stamp_[static_cast<size_t>(tail_)] != generation_) {
         evict(static_cast<size_t>(tail_), c);
     }
 }
 
+void ExpertCache::evict_by_policy(wb_stream_counters & c) {
+    // This load's transient entries (the guard's) are needed by its compute and leave at the
+    // next load: they do not push a pinned entry out.
+    uint64_t passing = 0;
+    if (guard_) {
+        for (size_t entry = 0; entry < valid_.size(); ++entry) {
+            if (valid_[entry] && transient_[entry] && stamp_[entry] == generation_) {
+                passing += layers_[static_cast<size_t>(layer_of(entry))].entry_bytes;
+            }
+        }
+    }
+    if (c.resident_now - passing <= budget_) return;
+    // One pass over the entries for the keys, then evictions in key order until within the
+    // budget: O(entries log entries) per load that must evict, cheap next to one read.
+    const int n_layers = static_cast<int>(layers_.size());
+    candidates_.clear();
+    for (size_t entry = 0; entry < valid_.size(); ++entry) {
+        if (!valid_[entry] || stamp_[entry] == generation_) continue;
+        candidates_.emplace_back(eviction_key(policy_, transient_[entry] != 0, crf_[entry],
+                                              tick_[entry], layer_of(entry), last_il_, n_layers),
+                                 entry);
+    }
+    std::sort(candidates_.begin(), candidates_.end(),
+              [](const auto & a, const auto & b) { return a.first < b.first; });
+    for (const auto & cand : candidates_) {
+        if (c.resident_now - passing <= budget_) break;
+        evict(cand.second, c);
+    }
+}
+
+int ExpertCache::layer_of(size_t entry) const {
+    // base_ is ascending: the last layer whose first entry is at or before `entry` and which
+    // has experts (a dense layer shares its base with the next one).
+    const auto it = std::upper_bound(base_.begin(), base_.end(), entry);
+    size_t il = static_cast<size_t>(it - base_.begin()) - 1;
+    while (il > 0 && layers_[il].n_expert == 0) --il;
+    return static_cast<int>(il);
+}
+
+size_t ExpertCache::preload(const int32_t * layers, const int32_t * experts, size_t n,
+                            FileSet & files, wb_stream_counters & c) {
+    if (!lru_) throw std::runtime_error("the expert cache is off: there is nothing to preload into");
+    settle(c);
+    const uint64_t t0 = now_ns();
+    jobs_.clear();
+    size_t taken = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const Layer * layer = this->layer(layers[i]);
+        if (layer == nullptr || experts[i] < 0 || experts[i] >= layer->n_expert) continue;
+        const size_t entry = entry_index(layers[i], experts[i]);
+        if (valid_[entry]) continue;
+        if (c.resident_now + layer->entry_bytes > budget_) break;  // in order, within the budget
+        valid_[entry] = 1;
+        preloaded_[entry] = 1;
+        tick_[entry] = ++tick_now_;
+        c.resident_now += layer->entry_bytes;
+        lru_push_front(entry);
+        for (const auto & p : layer->projs) {
+            const uint64_t at = p.stride * static_cast<uint64_t>(experts[i]);
+            jobs_.push_back({p.file, p.offset + at, p.stride, p.region + at, true});
+        }
+        ++taken;
+        stats_.preloaded_bytes += layer->entry_bytes;
+    }
+    // Not a decode's read: kept out of read_bytes and io_ns, counted on its own.
+    stats_.preload_read_bytes += files.read_all(jobs_);
+    stats_.preloaded_entries += taken;
+    stats_.preload_ns += now_ns() - t0;
+    return taken;
+}
+
+void ExpertCache::cache_stats(wb_cache_stats * out) {
+    if (prefetcher_) {
+        prefetcher_->quiesce();
+        stats_.prefetch_bytes = prefetcher_->bytes();
+        stats_.prefetch_read_ns = prefetcher_->read_ns();
+    }
+    *out = stats_;
+    out->policy = static_cast<int32_t>(policy_);
+    out->prefetch = prefetcher_ ? 1 : 0;
+    out->guard = guard_ ? 1 : 0;
+}
+
+void ExpertCache::entry_states(int32_t n_layer, int32_t n_expert, uint8_t * out) const {
+    const size_t rows = static_cast<size_t>(n_layer), cols = static_cast<size_t>(n_expert);
+    std::memset(out, 0, rows * cols);
+    if (!active_ || !lru_) return;
+    for (size_t il = 0; il < rows && il < layers_.size(); ++il) {
+        const size_t n = std::min(static_cast<size_t>(layers_[il].n_expert), cols);
+        for (size_t e = 0; e < n; ++e) {
+            const size_t entry = base_[il] + e;
+            if (!valid_[entry]) continue;
+            out[il * cols + e] = transient_[entry] ? 2 : (preloaded_[entry] || ahead_[entry]) ? 3 : 1;
+        }
+    }
+}
+
 void ExpertCache::evict(size_t entry, wb_stream_counters & c) {
-    size_t il = 0;
-    while (il + 1 < base_.size() && base_[il + 1] <= entry) ++il;
+    const size_t il = static_cast<size_t>(layer_of(entry));
     Layer & layer = layers_[il];
     const uint64_t e = entry - base_[il];
     for (auto & p : layer.projs) {
@@ -194,6 +363,15 @@ void ExpertCache::evict(size_t entry, wb_stream_counters & c) {
     }
     lru_unlink(entry);
     valid_[entry] = 0;
+    transient_[entry] = 0;
+    if (preloaded_[entry]) {
+        preloaded_[entry] = 0;
+        ++stats_.preload_unused;
+    }
+    if (ahead_[entry]) {
+        ahead_[entry] = 0;
+        stats_.prefetch_wasted_bytes += layer.entry_bytes;
+    }
     ever_evicted_[entry] = 1;
     c.resident_now -= layer.entry_bytes;
     ++c.evictions;
@@ -216,6 +394,7 @@ void ExpertCache::lru_push_front(size_t entry) {
 
 void ExpertCache::set_budget(int64_t bytes, wb_stream_counters & c) {
     if (!lru_) throw std::runtime_error("the expert cache is off for this session: reopen with a cache to size it");
+    settle(c);
     budget_ = bytes > 0 ? static_cast<uint64_t>(bytes) : 0;
     ++generation_;  // nothing is protected between generations
     evict_until_under_budget(c);

@@ -7,9 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "cache_policy.h"
+#include "prefetcher.h"
 #include "reader.h"
 #include "workbench_native.h"
 
@@ -70,6 +73,25 @@ public:
     void load(int il, const std::vector<int64_t> & ids, FileSet & files, wb_stream_counters & c);
     void set_budget(int64_t bytes, wb_stream_counters & c);
 
+    // ---- policies, warm start (cache_policy.h) ------------------------------------------------
+    void set_policy(CachePolicy policy, bool guard) { policy_ = policy; guard_ = guard; }
+    // Reads entries (layer, expert) in the given order while they fit in the budget; not
+    // lookups. Returns how many were read.
+    size_t preload(const int32_t * layers, const int32_t * experts, size_t n, FileSet & files,
+                   wb_stream_counters & c);
+    // Waits for a prefetch in flight first (outside any decode: not counted as a wait), so that
+    // its bytes are in.
+    void cache_stats(wb_cache_stats * out);
+    // Prefetch (prefetcher.h): after each decode load, the experts the previous token routed at
+    // the next layer are read on the prefetch thread while this layer computes.
+    void enable_prefetch(const std::vector<std::string> & paths, int lanes, bool direct);
+    void set_decode(bool decode) { decode_ = decode; }
+    // Waits for a prefetch in flight (none: returns at once); the wait is the eval thread's.
+    void settle(wb_stream_counters & c);
+    // Per entry: 0 not resident, 1 resident, 2 resident and transient (the guard's), 3 preloaded
+    // and not yet looked up. Row-major [n_layer][n_expert] like expert_map.
+    void entry_states(int32_t n_layer, int32_t n_expert, uint8_t * out) const;
+
     size_t layer_experts(int64_t * out, size_t cap) const;
     void expert_map(int32_t n_layer, int32_t n_expert, uint32_t * routed_out,
                     uint8_t * resident_out) const;
@@ -79,6 +101,8 @@ private:
         return base_[static_cast<size_t>(il)] + static_cast<size_t>(e);
     }
     void evict_until_under_budget(wb_stream_counters & c);
+    void evict_by_policy(wb_stream_counters & c);
+    int layer_of(size_t entry) const;
     void evict(size_t entry, wb_stream_counters & c);
     void lru_unlink(size_t entry);
     void lru_push_front(size_t entry);
@@ -101,6 +125,21 @@ private:
     uint64_t generation_ = 0;
     uint64_t budget_ = 0;             // bytes; LRU mode only
     bool lru_ = false;
+
+    // Policy state per entry (all policies keep it, so a policy can change between turns).
+    CachePolicy policy_ = CachePolicy::Lru;
+    bool guard_ = false;
+    std::vector<double> crf_;
+    std::vector<uint64_t> tick_;
+    std::vector<uint8_t> transient_, preloaded_;
+    uint64_t tick_now_ = 0;
+    wb_cache_stats stats_{};
+    std::vector<std::pair<EvictionKey, size_t>> candidates_;
+    void issue_prefetch(int il, const std::vector<int64_t> & ids, wb_stream_counters & c);
+    std::unique_ptr<Prefetcher> prefetcher_;
+    bool decode_ = false;
+    std::vector<std::vector<int64_t>> last_ids_;  // the last decode load's experts per layer
+    std::vector<uint8_t> ahead_;                  // prefetched, not yet looked up
 
     std::vector<ReadJob> jobs_;
     int last_il_ = -1;

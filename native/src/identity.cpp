@@ -36,5 +36,6 @@ size_t wb_sizeof_llama_batch(void) { return sizeof(llama_batch); }
 size_t wb_sizeof_streamer_params(void) { return sizeof(wb_streamer_params); }
 size_t wb_sizeof_stream_counters(void) { return sizeof(wb_stream_counters); }
 size_t wb_sizeof_route_load(void) { return sizeof(wb_route_load); }
+size_t wb_sizeof_cache_stats(void) { return sizeof(wb_cache_stats); }
 
 }  // extern "C"

@@ -6,7 +6,7 @@
 namespace wb {
 
 Streamer::Streamer(const std::vector<std::string> & paths, const wb_streamer_params & params)
-    : params_(params), files_(new FileSet(paths, params.io_lanes, params.o_direct != 0)) {
+    : params_(params), paths_(paths), files_(new FileSet(paths, params.io_lanes, params.o_direct != 0)) {
     if (!(params.drop_frac >= 0.0f && params.drop_frac <= 1.0f)) {  // NaN fails both
         throw std::invalid_argument("drop_frac must be between 0 and 1");
     }

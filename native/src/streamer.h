@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,13 @@ public:
         return dense_.read_anon(name, file, offset, nbytes, *files_);
     }
     void set_budget(int64_t bytes) { cache_.set_budget(bytes, c_); }
-    void set_phase(int32_t phase) { phase_ = phase; }
+    void set_phase(int32_t phase) {
+        phase_ = phase;
+        cache_.set_decode(phase == 1);  // prefetch reads ahead in decode only
+    }
+    void set_prefetch(bool on) {
+        if (on) cache_.enable_prefetch(paths_, params_.io_lanes, params_.o_direct != 0);
+    }
     void set_position(int64_t position) {
         next_position_ = position;
         last_topk_il_ = kNoLayer;  // the next topk node starts a compute batch
@@ -62,6 +69,17 @@ public:
     void expert_map(int32_t n_layer, int32_t n_expert, uint32_t * routed_out,
                     uint8_t * resident_out) const {
         cache_.expert_map(n_layer, n_expert, routed_out, resident_out);
+    }
+    void set_cache_policy(int32_t policy, int32_t guard) {
+        cache_.set_policy(cache_policy_from(policy), guard != 0);
+    }
+    void cache_stats(wb_cache_stats * out) { cache_.cache_stats(out); }
+    size_t preload(const int32_t * layers, const int32_t * experts, size_t n) {
+        if (mode_ != Mode::Stream) throw std::runtime_error("preload needs an active streamer");
+        return cache_.preload(layers, experts, n, *files_, c_);
+    }
+    void entry_states(int32_t n_layer, int32_t n_expert, uint8_t * out) const {
+        cache_.entry_states(n_layer, n_expert, out);
     }
     void set_abort_flag(wb_abort_flag * flag) { abort_ = flag; }
     const std::string & fatal() const { return fatal_; }
@@ -82,6 +100,7 @@ private:
 
     Mode mode_ = Mode::Idle;
     wb_streamer_params params_;
+    std::vector<std::string> paths_;
     std::unique_ptr<FileSet> files_;
     ExpertCache cache_;
     DenseWeights dense_;

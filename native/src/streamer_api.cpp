@@ -111,6 +111,36 @@ int32_t wb_streamer_expert_map(const wb_streamer * s, int32_t n_layer, int32_t n
     });
 }
 
+int32_t wb_streamer_set_cache_policy(wb_streamer * s, int32_t policy, int32_t guard) {
+    return wb::guarded([&] { s->impl.set_cache_policy(policy, guard); return 0; });
+}
+
+int32_t wb_streamer_set_prefetch(wb_streamer * s, int32_t on) {
+    return wb::guarded([&] { s->impl.set_prefetch(on != 0); return 0; });
+}
+
+int32_t wb_streamer_cache_stats(wb_streamer * s, wb_cache_stats * out) {
+    return wb::guarded([&] { s->impl.cache_stats(out); return 0; });
+}
+
+int32_t wb_streamer_preload(wb_streamer * s, const int32_t * layers, const int32_t * experts,
+                            uint64_t n) {
+    return wb::guarded([&] {
+        if (n > 0 && (layers == nullptr || experts == nullptr)) throw std::invalid_argument("no entries given");
+        return static_cast<int>(s->impl.preload(layers, experts, static_cast<size_t>(n)));
+    });
+}
+
+int32_t wb_streamer_entry_states(const wb_streamer * s, int32_t n_layer, int32_t n_expert,
+                                 uint8_t * out) {
+    return wb::guarded([&] {
+        if (n_layer < 0 || n_expert < 0) throw std::invalid_argument("negative map shape");
+        if (out == nullptr && static_cast<int64_t>(n_layer) * n_expert > 0) throw std::invalid_argument("no output buffer given");
+        s->impl.entry_states(n_layer, n_expert, out);
+        return 0;
+    });
+}
+
 void wb_streamer_set_abort_flag(wb_streamer * s, wb_abort_flag * flag) { s->impl.set_abort_flag(flag); }
 
 int32_t wb_streamer_fatal(const wb_streamer * s, char * buf, size_t buf_size) {

@@ -114,3 +114,20 @@ def test_axis_ticks_are_whole_and_about_eight() -> None:
     from workbench.ui.telemetry.expert_activity import tick_step
 
     assert [tick_step(n) for n in (3, 8, 9, 24, 48, 128, 256)] == [1, 1, 2, 5, 10, 20, 50]
+
+
+def test_the_map_shows_what_the_cache_holds_per_cell():
+    from workbench.ui.telemetry.expert_activity import AHEAD_RGB, TRANSIENT_RGB
+
+    holds = np.array([[0, 1, 2, 3]], dtype=np.uint8)
+    m = ExpertActivityMap()
+    m.add(ExpertActivity(routed=np.ones((1, 4), np.uint32), resident=holds > 0,
+                         moe_layers=np.ones(1, bool), cached=True, holds=holds, policy="lfru"))
+    assert m.policy == "lfru"
+    assert m.describe(0, 0).endswith("resident no")
+    assert m.describe(0, 1).endswith("resident yes")
+    assert "transient" in m.describe(0, 2) and "read ahead" in m.describe(0, 3)
+    centre = CELL_PX // 2
+    dots = m.rgba()[centre::CELL_PX, centre::CELL_PX, :3]
+    assert tuple(dots[0, 1]) == RESIDENT_RGB
+    assert tuple(dots[0, 2]) == TRANSIENT_RGB and tuple(dots[0, 3]) == AHEAD_RGB

@@ -19,7 +19,7 @@ from pathlib import Path
 from workbench.backend import llama as llama_binding
 from workbench.paths import native_library_path
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 REBUILD_HINT = ("In a source checkout, run scripts/test or scripts/workbench once: set-up rebuilds "
                 "the native library; an installed package was built for another llama-cpp-python "
                 "build: reinstall both together (pip install --force-reinstall workbench).")
@@ -77,11 +77,26 @@ class WbRouteLoad(ctypes.Structure):
                 for name in ("layer", "phase", "n_tokens", "k", "first_step")]
 
 
+class WbCacheStats(ctypes.Structure):
+    """Mirror of `struct wb_cache_stats` (cache policies, warm start, prefetch)."""
+
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "transient_admissions", "preloaded_entries", "preloaded_bytes",
+            "preload_read_bytes", "preload_ns", "preload_hits", "preload_unused",
+            "prefetch_issued", "prefetch_bytes", "prefetch_hits", "prefetch_wasted_bytes",
+            "prefetch_wait_ns", "prefetch_hit_bytes", "prefetch_read_ns",
+        )
+    ] + [(name, ctypes.c_int32) for name in ("policy", "guard", "guard_active", "prefetch")]
+
+
 # The native library's own structs, checked by size at load like llama.h's.
 NATIVE_STRUCTS: dict[str, type[ctypes.Structure]] = {
     "streamer_params": WbStreamerParams,
     "stream_counters": WbStreamCounters,
     "route_load": WbRouteLoad,
+    "cache_stats": WbCacheStats,
 }
 
 
@@ -145,6 +160,12 @@ def _bind(lib: ctypes.CDLL) -> None:
         "wb_streamer_layer_experts": ([c.c_void_p, c.POINTER(c.c_int64), c.c_int32], c.c_int32),
         "wb_streamer_expert_map": ([c.c_void_p, c.c_int32, c.c_int32, c.c_void_p, c.c_void_p],
                                    c.c_int32),
+        "wb_streamer_set_cache_policy": ([c.c_void_p, c.c_int32, c.c_int32], c.c_int32),
+        "wb_streamer_set_prefetch": ([c.c_void_p, c.c_int32], c.c_int32),
+        "wb_streamer_cache_stats": ([c.c_void_p, c.POINTER(WbCacheStats)], c.c_int32),
+        "wb_streamer_preload": ([c.c_void_p, c.c_void_p, c.c_void_p, c.c_uint64], c.c_int32),
+        "wb_streamer_entry_states": ([c.c_void_p, c.c_int32, c.c_int32, c.c_void_p],
+                                     c.c_int32),
         "wb_streamer_set_abort_flag": ([c.c_void_p, c.c_void_p], None),
         "wb_streamer_fatal": ([c.c_void_p, c.c_char_p, c.c_size_t], c.c_int32),
         "wb_lean_load_begin": ([c.POINTER(c.c_char_p), c.c_int32, c.POINTER(WbLeanRange),

@@ -76,6 +76,23 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
                       help="also measure a streamed synthetic MoE's expert reads with speculation")
     spec.set_defaults(run=run_spec_cmd)
 
+    policy = kinds.add_parser(
+        "policy", help="expert cache policies vs LRU (and Belady), prefetch on/off, cache off "
+                       "vs O_DIRECT bandwidth, on the bench model")
+    policy.add_argument("-m", "--model", type=Path,
+                        help="MoE GGUF to use (default: a generated bench-size synthetic MoE)")
+    policy.add_argument("--gib", type=float, default=2.0,
+                        help="size of the generated synthetic model's experts (GiB)")
+    policy.add_argument("--budgets", default="200,800",
+                        help="comma-separated cache budgets in MiB (the first picks the best)")
+    policy.add_argument("--repeats", type=int, default=4)
+    policy.add_argument("-n", "--tokens", type=int, default=64, help="tokens per run")
+    policy.add_argument("-t", "--threads", type=int, default=2)
+    policy.add_argument("--lanes", type=int, default=4)
+    policy.add_argument("--skip", default="",
+                        help="comma-separated parts to leave out: prefetch, io")
+    policy.set_defaults(run=run_policy_cmd)
+
     kv = kinds.add_parser("kv", help="time to first token with conversations' KV states kept "
                                      "(memory, disk) vs re-read")
     add_arguments(kv)
@@ -164,6 +181,31 @@ def run_drop_cmd(args: argparse.Namespace) -> int:
                              repeats=args.repeats, n_tokens=args.tokens, threads=args.threads,
                              balloon=args.balloon, log=log)
     print("\n".join(report.lines()))
+    return 0
+
+
+def run_policy_cmd(args: argparse.Namespace) -> int:
+    from workbench.bench import stream
+    from workbench.bench.policy import policy_bench
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        budgets = tuple(int(b) for b in args.budgets.split(",") if b.strip())
+    except ValueError:
+        print(f"error: --budgets takes MiB as whole numbers, e.g. 200,800 (got {args.budgets!r})",
+              file=sys.stderr)
+        return 2
+    if not budgets or min(budgets) <= 0:
+        print("error: --budgets needs at least one budget above 0 MiB", file=sys.stderr)
+        return 2
+    skip = {p.strip() for p in args.skip.split(",") if p.strip()}
+    model = args.model or stream.bench_model(args.gib)
+    lines = policy_bench(model, budgets_mib=budgets, repeats=args.repeats, n_tokens=args.tokens,
+                         threads=args.threads, lanes=args.lanes, log=log,
+                         prefetch="prefetch" not in skip, io="io" not in skip)
+    print("\n".join(lines))
     return 0
 
 

@@ -137,6 +137,7 @@ class _MetricsFile:
 def _chat(args: argparse.Namespace, config: Config, metrics: _MetricsFile) -> int:
     from workbench.engine.requests import SessionError
     from workbench.engine.session import Session
+    from workbench.engine.warm_start import warm_start_dir
 
     engine = EngineThread()
     cancel_load = threading.Event()
@@ -150,7 +151,8 @@ def _chat(args: argparse.Namespace, config: Config, metrics: _MetricsFile) -> in
         # Returning False from the progress callback makes llama.cpp abandon the load.
         return Session.open(config, sink=metrics.sink,
                             progress=lambda _f: not cancel_load.is_set(),
-                            record_routes=bool(getattr(args, "route_trace", None)))
+                            record_routes=bool(getattr(args, "route_trace", None)),
+                            warm_dir=warm_start_dir())
 
     try:
         try:

@@ -41,7 +41,8 @@ def parse_budgets(values: list[str]) -> list[int]:
 
 def run_replay(args: argparse.Namespace) -> int:
     from workbench.atomic_write import OutputFileError, check_output_path
-    from workbench.moe.replay import default_budgets, recorded_hit_pct, replay
+    from workbench.moe.cache_policies import add_policy_rows
+    from workbench.moe.replay import default_budgets, lookups, recorded_hit_pct, replay
     from workbench.moe.route_trace import read_trace
 
     try:
@@ -61,7 +62,12 @@ def run_replay(args: argparse.Namespace) -> int:
     total = sum(b * meta.n_expert for b in meta.expert_bytes.values())
     if not budgets:
         budgets = default_budgets(total, meta.cache_budget_bytes)
-    report = replay(loads, meta.expert_bytes, meta.n_expert, meta.n_expert_used, budgets)
+    report = replay(loads, meta.expert_bytes, meta.n_expert, meta.n_expert_used, budgets,
+                    preloaded=meta.preloaded)
+    add_policy_rows(report, lookups(loads), meta.expert_bytes, meta.preloaded)
+    if meta.preloaded:
+        print(f"the engine started warm ({len(meta.preloaded)} experts preloaded): every "
+              "replay below starts from the same entries")
     print(format_report(report, trace.meta.model, meta.cache_budget_bytes,
                         turns=len({t.turn for t in trace.loads})))
     recorded = recorded_hit_pct(loads)
@@ -116,6 +122,16 @@ def format_report(report: ReplayReport, model: str, recorded_budget: int, turns:
             f"{lru.budget_bytes / MIB:>11.1f} {_pct(lru.hit_pct):>9} {_pct(bel.hit_pct):>8} "
             f"{_pct(lru.decode_hit_pct):>9} {_pct(bel.decode_hit_pct):>9} "
             f"{_mib(lru.decode_mib_per_token):>12} {_mib(bel.decode_mib_per_token):>12}")
+    names = list(report.budgets[0].policies) if report.budgets else []
+    if names:
+        lines += ["", "eviction policies at the same budgets (cold start, no guard, no "
+                  "prefetch), hit % of every lookup / while generating:",
+                  f"{'budget MiB':>11} {'LRU':>13} " + " ".join(f"{n:>13}" for n in names)
+                  + f" {'Belady':>13}"]
+        for row in report.budgets:
+            cells = [row.lru] + [row.policies[n] for n in names] + [row.belady]
+            lines.append(f"{row.lru.budget_bytes / MIB:>11.1f} " + " ".join(
+                f"{_pct(c.hit_pct) + '/' + _pct(c.decode_hit_pct):>13}" for c in cells))
     lines += ["", "lossy what-ifs, generated tokens only (reads avoided against the LRU at the "
               "same budget):"]
     if not report.has_weights:

@@ -87,6 +87,10 @@ class ExpertActivity:
     resident: np.ndarray  # (n_layer, n_expert) bool: in the expert cache after this token
     moe_layers: np.ndarray  # (n_layer,) bool: the layer's experts are streamed (else dense)
     cached: bool  # the session has an expert cache; without one `resident` is all False
+    # What the cache holds per cell (moe.streamer ENTRY_*: 0 absent, 1 resident, 2 transient
+    # under the token-cycle guard, 3 read ahead and not yet used); None where unknown.
+    holds: np.ndarray | None = None
+    policy: str = ""  # the cache's eviction policy ("" without a cache)
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,6 +134,7 @@ class Session:
         kv_dir: Path | None = None,
         record_routes: bool = False,
         max_route_loads: int | None = None,
+        warm_dir: Path | None = None,
     ) -> Session:
         """Validate, load the model and create the context. Raises SessionError.
 
@@ -143,6 +144,8 @@ class Session:
         `max_route_loads` layer loads, None: all) for route traces, the cache-sizing view, the
         benches and the gates. It drains the streamer's records after each decode, so read them
         there, not with `ExpertStreamer.take_routes()`.
+        `warm_dir` keeps each streamed model's routing frequencies for the expert cache's warm
+        start (`engine/warm_start.py`; None: no warm start, nothing saved).
         """
         started = time.perf_counter()
         path, facts = check_openable(config)
@@ -151,7 +154,7 @@ class Session:
         self.facts = facts
         self.config = config.replace(model=str(path))
         try:
-            self._load(path, progress, (record_routes, max_route_loads))
+            self._load(path, progress, (record_routes, max_route_loads), warm_dir)
         except BaseException:
             self._free()
             raise
@@ -163,13 +166,14 @@ class Session:
         return self
 
     def _load(self, path: Path, progress: Callable[[float], bool] | None,
-              routes: tuple[bool, int | None] = (False, None)) -> None:
+              routes: tuple[bool, int | None] = (False, None),
+              warm_dir: Path | None = None) -> None:
         cfg = self.config
         overrides = expert_override(cfg, self.facts)
         if cfg.moe_stream:
             try:
                 self._streaming = StreamingRuntime(cfg, self.facts, record_routes=routes[0],
-                                                   max_route_loads=routes[1])
+                                                   max_route_loads=routes[1], warm_dir=warm_dir)
             except (NotStreamableError, StreamerError) as exc:
                 raise SessionError(str(exc)) from exc
         # Armed for the load alone: the streamer reads the experts itself, so llama.cpp need not

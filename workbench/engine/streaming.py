@@ -11,6 +11,7 @@ which only runs when someone listens to tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -21,6 +22,12 @@ from workbench.config import Config
 from workbench.engine.metrics import UNMEASURED, RunSummary, TokenMetrics
 from workbench.engine.requests import ExpertActivity
 from workbench.engine.route_recorder import RouteRecorder
+from workbench.engine.warm_start import (
+    frequency_path,
+    load_frequencies,
+    preload_order,
+    save_frequencies,
+)
 from workbench.moe.budget import MIB, CacheBudget, cliff_warning, resolve_budget
 from workbench.moe.layout import ModelFacts, TensorInfo, expert_tensors, read_tensors
 from workbench.moe.lean_load import LeanLoadReport, restore
@@ -62,7 +69,7 @@ class StreamingRuntime:
     """Owns the ExpertStreamer of one session and turns its counters into telemetry."""
 
     def __init__(self, config: Config, facts: ModelFacts, *, record_routes: bool = False,
-                 max_route_loads: int | None = None) -> None:
+                 max_route_loads: int | None = None, warm_dir: Path | None = None) -> None:
         check_streamable(facts.arch, facts.n_expert, facts.path.name)
         self.facts = facts
         self.experts = expert_tensors(facts.path)
@@ -81,6 +88,18 @@ class StreamingRuntime:
             list(facts.shards), lanes=config.io_threads, o_direct=config.o_direct,
             budget_bytes=self.budget.bytes, trace=record_routes, drop=self.drop,
         )
+        self.cache_policy = config.cache_policy if self.budget.enabled else "lru"
+        self.cache_guard = bool(config.cache_guard and self.budget.enabled)
+        if self.budget.enabled:
+            self.streamer.set_cache_policy(self.cache_policy, self.cache_guard)
+        # Warm start: the routing frequencies of earlier sessions (None: not kept at all).
+        self._warm_path = (frequency_path(warm_dir, facts.path)
+                           if warm_dir is not None and self.budget.enabled else None)
+        self._warm_counts: np.ndarray | None = None
+        self._warm_on = bool(config.cache_warm_start)
+        self.prefetch = bool(config.prefetch and self.budget.enabled)
+        self._warm_note = ""
+        self.preloaded: tuple[tuple[int, int], ...] = ()
         self.routes = RouteRecorder(self.streamer, max_route_loads) if record_routes else None
         self.dense_bytes_read = 0
         self.lean: LeanLoadReport | None = None  # set by the session around the model load
@@ -132,9 +151,37 @@ class StreamingRuntime:
                 # Blanked for the load but never rebound: give them their file pages back.
                 restore(self.lean, self.facts.shards, unused)
         self.streamer.activate()
+        if self.prefetch:
+            self.streamer.set_prefetch(True)
+        self._warm_start()
         self._last = self.streamer.counters()
         if self.routes is not None:
             self.routes.discard_pending()
+
+    def _warm_start(self) -> None:
+        """Read the most routed experts of earlier sessions into the cache, within its budget."""
+        if self._warm_path is None:
+            return
+        shape = (self.facts.n_layer, self.facts.n_expert)
+        self._warm_counts, self._warm_note = load_frequencies(self._warm_path, shape)
+        self.warnings = self._warnings()
+        if not self._warm_on or self._warm_counts is None:
+            return
+        order = preload_order(self._warm_counts, self.streamer.layer_experts())
+        taken = self.streamer.preload(order)
+        self.preloaded = tuple(order[:taken])
+
+    def save_frequencies(self) -> None:
+        """This session's routing, added to the model's frequency file (warm start)."""
+        if self._warm_path is None:
+            return
+        snap = self._expert_map()
+        if not snap.routed.any():
+            return  # nothing routed (a failed open, an unused session): keep the file as it is
+        try:
+            save_frequencies(self._warm_path, snap.routed, self._warm_counts)
+        except OSError as exc:  # never lose the session's close over it
+            self.warnings.append(f"warm start: could not save {self._warm_path.name} ({exc})")
 
     # ---- routing record ---------------------------------------------------------------------
 
@@ -152,7 +199,8 @@ class StreamingRuntime:
         return TraceMeta(
             model=self.facts.path.name, arch=self.facts.arch, n_layer=self.facts.n_layer,
             n_expert=self.facts.n_expert, n_expert_used=self.top_k, cache_budget_bytes=budget,
-            expert_bytes=dict(self.expert_bytes),
+            expert_bytes=dict(self.expert_bytes), cache_policy=self.cache_policy,
+            cache_guard=self.cache_guard, preloaded=self.preloaded, prefetch=self.prefetch,
         )
 
     def route_trace(self, turns: list[int] | None = None) -> RouteTrace:
@@ -226,7 +274,10 @@ class StreamingRuntime:
         self._map_last = now
         if self._moe_layers is None or len(self._moe_layers) != len(now.layer_experts):
             self._moe_layers = now.layer_experts > 0
+        holds = (self.streamer.entry_states(*now.resident.shape) if self.budget.enabled
+                 else None)
         return ExpertActivity(routed=routed, resident=now.resident, moe_layers=self._moe_layers,
+                              holds=holds, policy=self.cache_policy if self.budget.enabled else "",
                               cached=now.cached)
 
     def _expert_map(self) -> ExpertMapSnapshot:
@@ -267,7 +318,9 @@ class StreamingRuntime:
 
     def _warnings(self) -> list[str]:
         return [w for w in (cliff_warning(self.budget, self.token_demand_bytes),
-                            self._drop_warning) if w]
+                            self._drop_warning, self._warm_note) if w]
 
     def close(self) -> None:
+        if self.streamer.is_open:  # close is idempotent: save once
+            self.save_frequencies()
         self.streamer.close()

@@ -58,5 +58,6 @@ def cliff_warning(budget: CacheBudget, token_demand_bytes: int) -> str:
     return (
         f"The expert cache ({budget.bytes / MIB:.1f} MiB) is smaller than one token's expert "
         f"demand ({token_demand_bytes / MIB:.1f} MiB): an LRU cache then hits almost nothing. "
-        "Use a larger cache, or none."
+        "Use a larger cache, or none. The token-cycle guard (--cache-guard) or the lfru cache "
+        "policy keep part of it hitting."
     )

@@ -90,6 +90,9 @@ class BudgetReplay:
     lru: CacheResult
     belady: CacheResult
     what_ifs: list[WhatIf] = field(default_factory=list)
+    # The engine's other eviction policies at this budget, cold start, no guard, no prefetch:
+    # like for like with `lru` (filled by moe/cache_policies.add_policy_rows).
+    policies: dict[str, CacheResult] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -127,10 +130,11 @@ def _count_tokens(seq: Sequence[Lookup]) -> int:
 # ---- LRU ----------------------------------------------------------------------------------------
 
 
-def replay_lru(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_bytes: int
-               ) -> CacheResult:
-    """The engine's LRU over `seq`."""
+def replay_lru(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_bytes: int,
+               preloaded: Sequence[tuple[int, int]] = ()) -> CacheResult:
+    """The engine's LRU over `seq` (from a warm start: `preloaded` entries, in order)."""
     state = _IncrementalLru(expert_bytes, budget_bytes)
+    state.preload(preloaded)
     for lk in seq:
         state.step(lk)
     state.result.decode_tokens = _count_tokens(seq)
@@ -140,8 +144,8 @@ def replay_lru(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_bytes
 # ---- Belady -------------------------------------------------------------------------------------
 
 
-def replay_belady(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_bytes: int
-                  ) -> CacheResult:
+def replay_belady(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_bytes: int,
+                  preloaded: Sequence[tuple[int, int]] = ()) -> CacheResult:
     """The optimal offline policy at the engine's granularity: evict farthest next use first."""
     out = CacheResult(budget_bytes, decode_tokens=_count_tokens(seq))
     # next_use[i][j]: index of the next load that looks up seq[i].experts[j] again.
@@ -157,6 +161,17 @@ def replay_belady(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_by
     sizes: dict[int, int] = {}
     heap: list[tuple[float, int]] = []  # (-next use, key); stale entries skipped on pop
     resident = 0
+    for layer, e in preloaded:  # a warm start: the same entries, read before the first load
+        size = expert_bytes.get(layer)
+        k = _entry_key(layer, e)
+        if size is None or k in resident_next:
+            continue
+        if resident + size > budget_bytes:
+            break
+        resident += size
+        sizes[k] = size
+        resident_next[k] = seen.get(k, _NEVER)
+        heapq.heappush(heap, (-resident_next[k], k))
     for i, lk in enumerate(seq):
         size = expert_bytes[lk.layer]
         hits = 0
@@ -302,6 +317,18 @@ class _IncrementalLru:
     def resident(self, layer: int, expert: int) -> bool:
         return _entry_key(layer, expert) in self.cache
 
+    def preload(self, entries: Sequence[tuple[int, int]]) -> None:
+        """The engine's warm start: entries in order while they fit, not lookups."""
+        for layer, e in entries:
+            size = self.expert_bytes.get(layer)
+            key = _entry_key(layer, e)
+            if size is None or key in self.cache:
+                continue
+            if self.bytes + size > self.budget:
+                break
+            self.cache[key] = size
+            self.bytes += size
+
     def step(self, lk: Lookup) -> None:
         size = self.expert_bytes[lk.layer]
         hits = 0
@@ -372,7 +399,8 @@ def token_demand_bytes(seq: Sequence[Lookup], expert_bytes: dict[int, int]) -> i
 
 def replay(loads: Sequence[tuple[int, RouteLoad]], expert_bytes: dict[int, int], n_expert: int,
            n_expert_used: int, budgets_bytes: Sequence[int], *, what_ifs: bool = True,
-           cancelled: Callable[[], bool] | None = None) -> ReplayReport:
+           cancelled: Callable[[], bool] | None = None,
+           preloaded: Sequence[tuple[int, int]] = ()) -> ReplayReport:
     """LRU and Belady at every budget, and (with `what_ifs`) dropping and static top-k."""
     seq = lookups(loads)
     has_weights = bool(loads) and not any(
@@ -386,8 +414,8 @@ def replay(loads: Sequence[tuple[int, RouteLoad]], expert_bytes: dict[int, int],
     for budget in budgets_bytes:
         if cancelled is not None and cancelled():
             break
-        lru = replay_lru(seq, expert_bytes, budget)
-        row = BudgetReplay(lru=lru, belady=replay_belady(seq, expert_bytes, budget))
+        lru = replay_lru(seq, expert_bytes, budget, preloaded)
+        row = BudgetReplay(lru=lru, belady=replay_belady(seq, expert_bytes, budget, preloaded))
         if what_ifs:
             if has_weights:
                 row.what_ifs += [replay_drop(loads, expert_bytes, budget, f, lru)

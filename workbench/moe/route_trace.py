@@ -5,6 +5,8 @@ The format follows the upstream engine's route trace (its §3.8), so the same an
     # workbench_route_trace v1
     # model=<file> arch=<arch> n_layer=<n> n_expert=<n> n_expert_used=<k> cache_budget_bytes=<b>
     # layer=<il> expert_bytes=<one expert, all projections>   (one line per MoE layer)
+    # cache_policy=<lru|lfru|layer> cache_guard=<0|1> prefetch=<0|1> preloaded=<il:e,...|->
+    (the policy line is written only for a cache other than the plain cold LRU)
     turn,phase,step,layer,slot,expert,weight,residency,expert_bytes,dropped
     0,0,0,1,0,5,nan,-1,-1,0
     ...
@@ -54,6 +56,11 @@ class TraceMeta:
     n_expert_used: int
     cache_budget_bytes: int  # -1: the run had no expert cache
     expert_bytes: dict[int, int]  # MoE layer index -> bytes of one expert (all projections)
+    # The cache's policy line (issue 24); absent in older traces, which ran the LRU.
+    cache_policy: str = "lru"
+    cache_guard: bool = False
+    preloaded: tuple[tuple[int, int], ...] = ()  # warm start: entries read at open, in order
+    prefetch: bool = False  # the previous token's experts read ahead for the next layer
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +96,11 @@ def trace_lines(trace: RouteTrace) -> list[str]:
              f"# model={m.model} arch={m.arch} n_layer={m.n_layer} n_expert={m.n_expert} "
              f"n_expert_used={m.n_expert_used} cache_budget_bytes={m.cache_budget_bytes}"]
     lines += [f"# layer={il} expert_bytes={b}" for il, b in sorted(m.expert_bytes.items())]
+    if (m.cache_policy, m.cache_guard, m.prefetch, m.preloaded) != ("lru", False, False, ()):
+        # Only when the cache was not the plain LRU: a default trace keeps the v1 layout.
+        preloaded = ",".join(f"{il}:{e}" for il, e in m.preloaded) or "-"
+        lines.append(f"# cache_policy={m.cache_policy} cache_guard={int(m.cache_guard)} "
+                     f"prefetch={int(m.prefetch)} preloaded={preloaded}")
     lines.append(HEADER)
     for tl in trace.loads:
         load = tl.load
@@ -140,6 +152,28 @@ def _int(value: str, what: str, lineno: int, where: str) -> int:
     except ValueError:
         raise RouteTraceError(f"{where}, line {lineno}: {what} should be a whole number, not "
                               f"{value!r}. Was the file cut or edited by hand?") from None
+
+
+def _policy_line(f: dict[str, str], lineno: int, where: str
+                 ) -> tuple[str, bool, tuple[tuple[int, int], ...], bool]:
+    from workbench.moe.cache_policies import POLICIES  # the policy names are declared there
+
+    name = f.get("cache_policy", "")
+    if name not in POLICIES:
+        raise RouteTraceError(f"{where}, line {lineno}: cache_policy {name!r} is not one of "
+                              f"{', '.join(POLICIES)}.")
+    guard = _int(f.get("cache_guard", "0"), "cache_guard", lineno, where)
+    entries: list[tuple[int, int]] = []
+    raw = f.get("preloaded", "-")
+    for item in ([] if raw == "-" else raw.split(",")):
+        il, sep, e = item.partition(":")
+        if not sep:
+            raise RouteTraceError(f"{where}, line {lineno}: preloaded entries are layer:expert "
+                                  f"pairs, found {item!r}.")
+        entries.append((_int(il, "a preloaded layer", lineno, where),
+                        _int(e, "a preloaded expert", lineno, where)))
+    prefetch = _int(f.get("prefetch", "0"), "prefetch", lineno, where)
+    return name, guard != 0, tuple(entries), prefetch != 0
 
 
 class _LoadBuilder:
@@ -216,6 +250,10 @@ def read_trace(path: str | os.PathLike[str]) -> RouteTrace:
         il = _int(f["layer"], "layer", i + 1, where)
         expert_bytes[il] = _int(f["expert_bytes"], "expert_bytes", i + 1, where)
         i += 1
+    policy: tuple[str, bool, tuple[tuple[int, int], ...], bool] = ("lru", False, (), False)
+    if i < len(lines) and lines[i].startswith("# cache_policy="):
+        policy = _policy_line(_fields(lines[i], i + 1, where), i + 1, where)
+        i += 1
     if i >= len(lines) or lines[i].strip() != HEADER:
         raise RouteTraceError(f"{where}, line {i + 1}: expected the column header {HEADER!r}. "
                               "Was the file cut or edited by hand?")
@@ -225,7 +263,8 @@ def read_trace(path: str | os.PathLike[str]) -> RouteTrace:
         n_expert=_int(run["n_expert"], "n_expert", 2, where),
         n_expert_used=_int(run["n_expert_used"], "n_expert_used", 2, where),
         cache_budget_bytes=_int(run["cache_budget_bytes"], "cache_budget_bytes", 2, where),
-        expert_bytes=expert_bytes,
+        expert_bytes=expert_bytes, cache_policy=policy[0], cache_guard=policy[1],
+        preloaded=policy[2], prefetch=policy[3],
     )
     trace = RouteTrace(meta)
     current: _LoadBuilder | None = None

@@ -81,6 +81,36 @@ class ExpertMapSnapshot:
     cached: bool  # an LRU cache exists; without one nothing stays resident (all False)
 
 
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """The cache policy's own counters (wb_cache_stats): guard, warm start and prefetch."""
+
+    transient_admissions: int
+    preloaded_entries: int
+    preloaded_bytes: int
+    preload_read_bytes: int
+    preload_ns: int
+    preload_hits: int
+    preload_unused: int
+    prefetch_issued: int
+    prefetch_bytes: int
+    prefetch_hits: int
+    prefetch_wasted_bytes: int
+    prefetch_wait_ns: int
+    prefetch_hit_bytes: int
+    prefetch_read_ns: int
+    policy: int
+    guard: bool
+    guard_active: bool
+    prefetch: bool
+
+
+# wb_streamer_set_cache_policy's codes; the order of moe.cache_policies.POLICIES.
+POLICY_CODES = {"lru": 0, "lfru": 1, "layer": 2}
+# wb_streamer_entry_states' codes.
+ENTRY_ABSENT, ENTRY_RESIDENT, ENTRY_TRANSIENT, ENTRY_AHEAD = 0, 1, 2, 3
+
+
 class StreamerError(RuntimeError):
     """The streamer could not be set up or failed while reading; the message says why."""
 
@@ -271,10 +301,55 @@ class ExpertStreamer:
         return ExpertMapSnapshot(routed=routed, resident=resident.view(np.bool_),
                                  layer_experts=per_layer, cached=self._cached)
 
+    # ---- cache policy, warm start ---------------------------------------------------------------
+
+    def set_cache_policy(self, policy: str, guard: bool) -> None:
+        if policy not in POLICY_CODES:
+            raise StreamerError(f"unknown cache policy {policy!r}: choose one of "
+                                f"{', '.join(POLICY_CODES)}")
+        self._check(self._lib.wb_streamer_set_cache_policy(self._ptr, POLICY_CODES[policy],
+                                                           int(guard)), "setting the policy")
+
+    def set_prefetch(self, on: bool) -> None:
+        """Read the next layer's likely experts ahead (after activate; needs the cache)."""
+        self._check(self._lib.wb_streamer_set_prefetch(self._ptr, int(on)), "turning on prefetch")
+
+    def cache_stats(self) -> CacheStats:
+        raw = native.WbCacheStats()
+        self._check(self._lib.wb_streamer_cache_stats(self._ptr, ctypes.byref(raw)),
+                    "reading the cache stats")
+        values = {name: getattr(raw, name) for name, _ in native.WbCacheStats._fields_}
+        for flag in ("guard", "guard_active", "prefetch"):
+            values[flag] = bool(values[flag])
+        return CacheStats(**values)
+
+    def preload(self, entries: list[tuple[int, int]]) -> int:
+        """Reads (layer, expert) entries in order while they fit in the budget (warm start);
+        returns how many were read."""
+        layers = np.array([e[0] for e in entries], dtype=np.int32)
+        experts = np.array([e[1] for e in entries], dtype=np.int32)
+        n = self._lib.wb_streamer_preload(self._ptr, layers.ctypes.data, experts.ctypes.data,
+                                          len(entries))
+        if n < 0:
+            raise StreamerError(f"preloading experts: {native.last_error(self._lib)}")
+        return int(n)
+
+    def entry_states(self, n_layer: int, n_expert: int) -> np.ndarray:
+        """(n_layer, n_expert) uint8: ENTRY_ABSENT, _RESIDENT, _TRANSIENT (the guard's) or
+        _AHEAD (preloaded or prefetched, not yet looked up)."""
+        out = np.zeros((n_layer, n_expert), dtype=np.uint8)
+        self._check(self._lib.wb_streamer_entry_states(self._ptr, n_layer, n_expert,
+                                                       out.ctypes.data), "reading entry states")
+        return out
+
     def fatal(self) -> str:
         buf = ctypes.create_string_buffer(1024)
         self._lib.wb_streamer_fatal(self._ptr, buf, len(buf))
         return buf.value.decode()
+
+    @property
+    def is_open(self) -> bool:
+        return self._ptr is not None
 
     def close(self) -> None:
         """Free the streamer; only after the context that calls into it is freed."""

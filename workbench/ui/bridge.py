@@ -35,6 +35,7 @@ from workbench.engine.requests import (
 from workbench.engine.route_recorder import WINDOW_MAX_LOADS
 from workbench.engine.session import Session, check_openable
 from workbench.engine.sinks import Sink
+from workbench.engine.warm_start import warm_start_dir
 from workbench.moe.route_trace import RouteTrace
 from workbench.ui.event_pipe import EventPipe
 from workbench.ui.ui_pacer import shared_pacer
@@ -150,7 +151,8 @@ class EngineBridge:
         def open_session(cfg: Config) -> Session:
             # Routing is recorded (bounded) for the cache-sizing view and route traces.
             return Session.open(cfg, sink=self._sink, progress=progress, kv_dir=self._kv_dir,
-                                record_routes=True, max_route_loads=WINDOW_MAX_LOADS)
+                                record_routes=True, max_route_loads=WINDOW_MAX_LOADS,
+                                warm_dir=warm_start_dir())
 
         def job() -> LoadedModel:
             previous = self._session

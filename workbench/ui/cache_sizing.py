@@ -1,18 +1,20 @@
 """The cache-sizing curves: hit rate and reads per token against the expert cache's size.
 
 Qt-free (the window's view and `replay --plot` draw these; tests read them directly). The
-numbers come from `moe.replay` on recorded routing: the engine's LRU and Belady's optimum, at
-evenly spaced budgets up to every expert of the model, plus the budget in force.
+numbers come from `moe.replay` on recorded routing: the engine's LRU, its other eviction policies
+(lfru, layer) and Belady's optimum, at evenly spaced budgets up to every expert of the model, plus
+the budget in force.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.moe.replay import MIB, ReplayReport, default_budgets, replay
+from workbench.moe.cache_policies import add_policy_rows
+from workbench.moe.replay import MIB, ReplayReport, default_budgets, lookups, replay
 from workbench.moe.route_trace import TraceMeta
 from workbench.moe.routes import RouteLoad
 
@@ -32,6 +34,8 @@ class SizingCurves:
     cliff_mib: float  # one generated token's experts; -1 with no generated token
     total_mib: float  # every expert of the model
     tokens: int  # generated tokens the curves are computed from
+    # The engine's other eviction policies (lfru, layer), hit % while generating, per budget.
+    policy_hit_pct: dict[str, np.ndarray] = field(default_factory=dict)
 
     def reads_at(self, budget_mib: float) -> tuple[float, float]:
         """(LRU, Belady) MiB read per generated token at a budget, interpolated; -1 if empty."""
@@ -63,6 +67,8 @@ def curves_from_report(report: ReplayReport, current_bytes: int) -> SizingCurves
         cliff_mib=report.token_demand_bytes / MIB if report.token_demand_bytes >= 0 else -1.0,
         total_mib=report.total_expert_bytes / MIB,
         tokens=report.decode_tokens,
+        policy_hit_pct={name: col(lambda r, n=name: r.policies[n].decode_hit_pct)
+                        for name in (rows[0].policies if rows else {})},
     )
 
 
@@ -73,5 +79,7 @@ def compute_curves(loads: Sequence[tuple[int, RouteLoad]], meta: TraceMeta,
     total = sum(b * meta.n_expert for b in meta.expert_bytes.values())
     budgets = default_budgets(total, meta.cache_budget_bytes, points)
     report = replay(loads, meta.expert_bytes, meta.n_expert, meta.n_expert_used, budgets,
-                    what_ifs=False, cancelled=cancelled)
+                    what_ifs=False, cancelled=cancelled, preloaded=meta.preloaded)
+    if cancelled is None or not cancelled():
+        add_policy_rows(report, lookups(loads), meta.expert_bytes, meta.preloaded)
     return curves_from_report(report, meta.cache_budget_bytes)

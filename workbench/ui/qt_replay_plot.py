@@ -21,6 +21,8 @@ from workbench.ui.cache_sizing import SizingCurves
 LRU_COLOUR = "#1565c0"
 BELADY_COLOUR = "#2e7d32"
 BUDGET_COLOUR = "#ef6c00"
+POLICY_COLOURS = {"lfru": "#6a1b9a", "layer": "#00838f"}
+POLICY_LABELS = {"lfru": "LFRU (frequency + recency)", "layer": "layer-aware"}
 
 
 class SizingItems:
@@ -43,10 +45,11 @@ class SizingItems:
         self.cliff_text.hide()
         plot.addItem(self.cliff_text)
         self.lru = plot.plot([], [], pen=pg.mkPen(LRU_COLOUR, width=2), symbol="o",
-                             symbolSize=5, symbolBrush=LRU_COLOUR, name="LRU (the engine)")
+                             symbolSize=5, symbolBrush=LRU_COLOUR, name="LRU (the default)")
         self.belady = plot.plot([], [], pen=pg.mkPen(BELADY_COLOUR, width=2,
                                                       style=Qt.PenStyle.DashLine),
                                 name="Belady (optimal)")
+        self.policies: dict[str, pg.PlotDataItem] = {}  # made on first draw, one per policy
         self.budget = pg.InfiniteLine(angle=90, pen=pg.mkPen(BUDGET_COLOUR, width=2),
                                       label="budget", labelOpts={"position": 0.92,
                                                                  "color": BUDGET_COLOUR})
@@ -56,6 +59,17 @@ class SizingItems:
     def draw(self, curves: SizingCurves) -> None:
         self.lru.setData(curves.budget_mib, np.nan_to_num(curves.lru_hit_pct, nan=-1.0))
         self.belady.setData(curves.budget_mib, np.nan_to_num(curves.belady_hit_pct, nan=-1.0))
+        for name, hits in curves.policy_hit_pct.items():
+            item = self.policies.get(name)
+            if item is None:
+                colour = POLICY_COLOURS.get(name, "#616161")
+                item = self.policies[name] = self.plot.plot(
+                    [], [], pen=pg.mkPen(colour, width=2), symbol="t", symbolSize=5,
+                    symbolBrush=colour, name=POLICY_LABELS.get(name, name))
+            item.setData(curves.budget_mib, np.nan_to_num(hits, nan=-1.0))
+        for name, item in self.policies.items():
+            if name not in curves.policy_hit_pct:
+                item.setData([], [])
         if curves.cliff_mib > 0:
             self.cliff.setRegion((0.0, curves.cliff_mib))
             self.cliff.show()

@@ -22,6 +22,10 @@ _STOPS = ((0.0, (255, 255, 255)), (0.25, (255, 236, 160)), (0.6, (251, 140, 0)),
           (1.0, (183, 28, 28)))
 DENSE_RGB = (224, 224, 224)  # rows of dense layers: no experts there
 RESIDENT_RGB = (13, 71, 161)  # the dot of a cell whose expert is in the cache
+TRANSIENT_RGB = (198, 40, 40)  # in the cache only until the next load (the token-cycle guard)
+AHEAD_RGB = (46, 125, 50)  # read ahead (warm start or prefetch), not yet looked up
+HOLDS_TEXT = {0: "no", 1: "yes", 2: "yes, transient (the token-cycle guard evicts it first)",
+              3: "yes, read ahead (warm start or prefetch), not yet used"}
 
 
 def _lut() -> np.ndarray:
@@ -53,6 +57,8 @@ class ExpertActivityMap:
         self.resident = np.zeros((n_layer, n_expert), dtype=bool)
         self.moe_layers = np.zeros(n_layer, dtype=bool)
         self.cached = False
+        self.holds: np.ndarray | None = None  # per cell, what the cache holds (ENTRY_* codes)
+        self.policy = ""
         self.tokens = 0  # events folded in since the reset
         self.version = 0  # bumps on every change, so a painter knows when to repaint
 
@@ -79,6 +85,8 @@ class ExpertActivityMap:
         self.resident = activity.resident
         self.moe_layers = activity.moe_layers
         self.cached = activity.cached
+        self.holds = activity.holds
+        self.policy = activity.policy
         self.tokens += 1
         self.version += 1
 
@@ -92,7 +100,9 @@ class ExpertActivityMap:
             return ""
         if not self.moe_layers[layer]:
             return f"layer {layer}: dense (no experts to route)"
-        if self.cached:
+        if self.cached and self.holds is not None:
+            resident = HOLDS_TEXT.get(int(self.holds[layer, expert]), "yes")
+        elif self.cached:
             resident = "yes" if self.resident[layer, expert] else "no"
         else:
             resident = "no (the expert cache is off)"
@@ -112,6 +122,9 @@ class ExpertActivityMap:
         centre = cell_px // 2
         dots = image[centre::cell_px, centre::cell_px]  # a view: one pixel per cell
         dots[self.resident, :3] = RESIDENT_RGB
+        if self.holds is not None and self.holds.shape == self.resident.shape:
+            dots[self.holds == 2, :3] = TRANSIENT_RGB
+            dots[self.holds == 3, :3] = AHEAD_RGB
         return image
 
 

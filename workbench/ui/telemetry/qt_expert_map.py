@@ -21,8 +21,10 @@ from workbench.ui.qt_flow_layout import QtFlowLayout
 from workbench.ui.qt_text_style import SMALL_PX, dim_text
 from workbench.ui.qt_theme import PlotColours, plot_colours
 from workbench.ui.telemetry.expert_activity import (
+    AHEAD_RGB,
     LUT,
     RESIDENT_RGB,
+    TRANSIENT_RGB,
     ExpertActivityMap,
     tick_step,
 )
@@ -195,7 +197,12 @@ class QtExpertMap(QWidget):
                                  f"{model.steady_max:.1f} = every token)")
         if model.empty or model.cached:
             dot = f'<span style="color:{_hex(RESIDENT_RGB)}">●</span>'
-            self.residency_label.setText(f"{dot} = expert resident in the cache")
+            policy = f" ({model.policy} policy)" if model.policy else ""
+            held = ""
+            if model.holds is not None and (model.holds >= 2).any():
+                held = (f', <span style="color:{_hex(TRANSIENT_RGB)}">●</span> transient, '
+                        f'<span style="color:{_hex(AHEAD_RGB)}">●</span> read ahead')
+            self.residency_label.setText(f"{dot} = expert resident in the cache{policy}{held}")
         else:
             self.residency_label.setText("the expert cache is off: no expert stays resident")
 
