@@ -246,9 +246,11 @@ class StreamingRuntime:
         summary.experts_routed = end.routed - start.routed
         if self.drop.frac > 0:
             summary.experts_dropped = end.experts_dropped - start.experts_dropped
-            examined = end.examined_weight - start.examined_weight
-            dropped = end.dropped_weight - start.dropped_weight
-            summary.drop_weight_pct = 100.0 * dropped / examined if examined > 0 else UNMEASURED
+            # One definition with the replay's: dropped weight over the router's whole decode
+            # weight (every generated token's routing, examined by the rule or not).
+            total = end.decode_weight - start.decode_weight
+            dropped = end.decode_dropped_weight - start.decode_dropped_weight
+            summary.drop_weight_pct = 100.0 * dropped / total if total > 0 else UNMEASURED
         if self.budget.enabled:
             summary.cache_hit_pct = end.hit_pct
             summary.cache_resident_mib = end.resident_now / MIB

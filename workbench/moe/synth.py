@@ -42,6 +42,8 @@ from workbench.atomic_write import StagedFiles
 
 ARCHES: tuple[str, ...] = ("qwen3moe", "gemma4", "bailingmoe3", "deepseek4")
 SIZES: tuple[str, ...] = ("tiny", "bench")
+# The archs whose router may leave its top-k weights unnormalised (SynthSpec.router_norm).
+UNNORMALISED_ARCHES: tuple[str, ...] = ("bailingmoe3", "deepseek4")
 WEIGHT_TYPES: tuple[str, ...] = ("F32", "F16", "Q8_0", "Q4_0")
 
 # A small ChatML template: enough for chat mode to render a conversation. The markers are plain
@@ -102,6 +104,12 @@ class SynthSpec:
     copy_gain: float = 1.0  # churn: how strongly attention copies recent tokens into the stream
     repeat_gain: float = 30.0  # churn: how strongly the head avoids tokens in the stream
     router_zipf: float = 0.2  # churn: router row scales fall as rank^-zipf (popularity skew)
+    # False: the router's top-k weights are used as the gating function gives them, without
+    # rescaling them to sum to 1 (gguf `<arch>.expert_weights_norm`). Only bailingmoe3 (sigmoid
+    # gating: each weight in (0, 1)) and deepseek4 read the key; qwen3moe and gemma4 always
+    # normalise in llama.cpp. Dropping's rules (the pinned top expert, renormalisation to the
+    # row's own total) can only be told apart on such a router.
+    router_norm: bool = True
     # Layout of the output file(s).
     split_max_tensors: int = 0  # >0: split into <stem>-0000i-of-0000K.gguf shards
     # Damage for negative controls; the rest of the file stays byte-identical.
@@ -882,7 +890,7 @@ def _add_bailingmoe3_metadata(w: GGUFWriter, spec: SynthSpec) -> None:
     w.add_uint32(f"{arch}.expert_shared_count", 1)
     w.add_uint32(f"{arch}.leading_dense_block_count", 0)
     w.add_uint32(f"{arch}.expert_gating_func", 2)  # sigmoid, as Ling's routers
-    w.add_bool(f"{arch}.expert_weights_norm", True)
+    w.add_bool(f"{arch}.expert_weights_norm", spec.router_norm)
     w.add_float32(f"{arch}.expert_weights_scale", 1.0)
 
 
@@ -899,7 +907,7 @@ def _add_deepseek4_metadata(w: GGUFWriter, spec: SynthSpec) -> None:
     w.add_uint32(f"{arch}.attention.sliding_window", spec.n_ctx_train)
     w.add_uint32(f"{arch}.expert_shared_count", 1)
     w.add_float32(f"{arch}.expert_weights_scale", 1.0)
-    w.add_bool(f"{arch}.expert_weights_norm", True)
+    w.add_bool(f"{arch}.expert_weights_norm", spec.router_norm)
     w.add_float32(f"{arch}.swiglu_clamp_exp", 10.0)
     w.add_uint32(f"{arch}.attention.indexer.head_count", _DSV4_INDEXER_HEADS)
     w.add_uint32(f"{arch}.attention.indexer.key_length", _DSV4_INDEXER_DIM)
@@ -954,6 +962,10 @@ def _validate(spec: SynthSpec) -> None:
         problems.append("n_head must be a multiple of n_head_kv")
     if spec.head_dim % 2:
         problems.append("head_dim must be even (rope)")
+    if not spec.router_norm and spec.arch not in UNNORMALISED_ARCHES:
+        problems.append(f"router_norm=False needs an arch whose loader reads "
+                        f"expert_weights_norm ({', '.join(UNNORMALISED_ARCHES)}); llama.cpp "
+                        f"always normalises {spec.arch}'s router")
     if spec.churn and spec.arch != "qwen3moe":
         problems.append("the churning recipe (churn) is built for qwen3moe only")
     if spec.churn and spec.n_head_kv * spec.head_dim > spec.n_embd:
