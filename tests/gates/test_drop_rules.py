@@ -61,7 +61,7 @@ def _rule(x: RouteLoad, frac: float) -> np.ndarray:
     return want
 
 
-# ---- the pin ------------------------------------------------------------------------------------
+# ---- the pin -----------------------------------------------------------------------------------
 
 
 def test_at_top_k_1_an_unnormalised_router_keeps_its_only_expert(unnormalised_top1, run):
@@ -89,7 +89,7 @@ def test_the_pins_negative_control_drops_the_only_expert_and_changes_the_logits(
         assert_identical(undropped, unpinned)
 
 
-# ---- the threshold uses the graph's top-k, and the rule is applied exactly -----------------------
+# ---- the threshold uses the graph's top-k, and the rule is applied exactly ----------------------
 
 
 def test_dropped_slots_are_exactly_the_rules_at_the_graphs_top_k(qwen, run):
@@ -112,7 +112,7 @@ def test_dropped_slots_are_exactly_the_rules_at_the_graphs_top_k(qwen, run):
     assert sum(int(x.dropped.sum()) for x in loads) == _counters(r).experts_dropped > 0
 
 
-# ---- renormalisation ------------------------------------------------------------------------------
+# ---- renormalisation -----------------------------------------------------------------------------
 
 
 def test_renormalisation_changes_what_the_dropped_rows_compute(qwen, run):
@@ -123,7 +123,7 @@ def test_renormalisation_changes_what_the_dropped_rows_compute(qwen, run):
         assert_identical(renorm, plain)
 
 
-# ---- the first token of a turn, and recording routes -------------------------------------------
+# ---- the first token of a turn, and recording routes ------------------------------------------
 
 
 def test_recording_routes_changes_nothing_dropping_does_and_the_first_token_drops(qwen, run):
@@ -155,7 +155,7 @@ def test_a_second_turns_first_token_drops_too(qwen):
                    if t == turn and x.phase == Phase.DECODE and x.first_step == step), turn
 
 
-# ---- one definition of the weight mass dropped -------------------------------------------------
+# ---- one definition of the weight mass dropped ------------------------------------------------
 
 
 def test_weight_mass_dropped_is_one_figure_in_engine_records_and_replay(qwen):
@@ -184,7 +184,7 @@ def test_weight_mass_dropped_is_one_figure_in_engine_records_and_replay(qwen):
     assert what_if.mass_dropped_pct == pytest.approx(pct, rel=1e-5)
 
 
-# ---- dropping needs a cache that can hit ----------------------------------------------------------
+# ---- dropping needs a cache that can hit ---------------------------------------------------------
 
 
 def test_a_cache_below_one_tokens_demand_is_refused_with_the_budget_needed(qwen):
