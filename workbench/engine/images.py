@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.engine.metrics import UNMEASURED
+from workbench.file_kind import not_regular
 
 # Larger images are refused before decoding: stb_image would allocate width x height x 3 bytes
 # (1.2 GB for 20000 x 20000) only for the projector to scale it down to a few hundred pixels.
@@ -50,6 +51,9 @@ class ImageInput:
 def read_image(path: str | Path) -> ImageInput:
     """An image file's bytes, checked (exists, not empty, not too large, a known header)."""
     path = Path(path)
+    if kind := not_regular(path):  # reading a FIFO would wait for a writer forever
+        raise ImageInputError(f"the image {path} is {kind}, not an image file: attach a PNG, "
+                              "JPEG or other image file")
     try:
         data = path.read_bytes()
     except FileNotFoundError as exc:

@@ -47,6 +47,7 @@ from workbench.engine.requests import (
 from workbench.engine.sinks import Sink
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
+from workbench.file_kind import not_regular
 from workbench.moe.layout import ModelFacts, ModelFileError, read_model_facts
 from workbench.moe.lean_load import lean_load
 from workbench.moe.projector import ProjectorFacts, read_projector_facts
@@ -628,6 +629,8 @@ class Session:
 def read_template_file(path: Path) -> str:
     """A chat template file's text; SessionError says what is wrong with it and what to do."""
     fix = "Choose another file, or clear the setting to use the model's own template."
+    if kind := not_regular(path):  # reading a FIFO would wait for a writer forever
+        raise SessionError(f"the chat template {path} is {kind}, not a file. {fix}")
     try:
         data = path.read_bytes()
     except OSError as exc:
