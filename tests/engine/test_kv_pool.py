@@ -163,6 +163,22 @@ def test_a_decode_failure_discards_only_that_conversation(session, monkeypatch):
     assert _turn(s, "One more?", "1").summary.kv_source == "memory"
 
 
+def test_forgetting_a_conversation_removes_its_states_in_memory_and_on_disk(session, tmp_path):
+    s = session(kv_dir=tmp_path, kv_pool_mb=0)  # a state that leaves the context goes to disk
+    _turn(s, A1, "1")
+    s.set_history([])
+    _turn(s, B1, "2")
+    assert [p.name.split(".")[0] for p in tmp_path.glob("*.kvstate")] == ["1"]
+    s.forget_conversation("1")
+    assert list(tmp_path.glob("*.kvstate")) == []
+    # The conversation in the context: its state is dropped there too, so none is written when
+    # it would leave (here: at close), and its next turn starts from an empty context.
+    s.forget_conversation("2")
+    assert s.kv_tokens == [] and s.kv_owner is None
+    s.close()
+    assert list(tmp_path.glob("*.kvstate")) == []
+
+
 def test_a_load_time_change_restores_nothing_and_says_why(session, tmp_path, caplog):
     first = session(kv_dir=tmp_path)
     _turn(first, A1, "1")

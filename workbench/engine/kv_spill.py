@@ -93,6 +93,10 @@ class KvSpill:
     def delete(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)
 
+    def forget(self, key: str) -> int:
+        """Delete `key`'s files of every identity (the conversation itself was deleted)."""
+        return remove_states(self.directory, key)
+
     # ---- reading -------------------------------------------------------------------------------
 
     def load(self, key: str) -> SpilledState | None:
@@ -174,6 +178,29 @@ class KvSpill:
             log.info("KV state of conversation %s on disk was made by another model, other "
                      "load-time settings or another engine version (%s); not restored",
                      key, ", ".join(others))
+
+
+def remove_states(directory: Path, key: str) -> int:
+    """Delete every state file of conversation `key` in `directory`, whatever model, settings or
+    engine made it; returns how many went. Only regular files named like its states are touched
+    (a folder or FIFO of that name is left alone); a directory that is missing, or a file where
+    the directory should be, holds none."""
+    removed = 0
+    prefix = f"{_safe(key)}."
+    try:
+        entries = [p for p in directory.iterdir()
+                   if p.name.startswith(prefix) and p.name.endswith(SUFFIX)]
+    except OSError:
+        return 0
+    for path in entries:
+        try:
+            if path.is_file() and not path.is_symlink():
+                path.unlink()
+                removed += 1
+        except OSError as exc:
+            log.warning("could not delete the KV state file %s (%s)", path.name,
+                        exc.strerror or exc)
+    return removed
 
 
 def _safe(key: str) -> str:

@@ -561,6 +561,20 @@ class Session:
         self._kv.clear()
         self._kv_text = ""
 
+    def forget_conversation(self, conversation: str) -> None:
+        """A deleted conversation: nothing of its state is kept, in memory or on disk. If the
+        context holds it, the context is emptied (the next turn starts fresh)."""
+        self._thread.check("forget_conversation")
+        if conversation == self._owner:
+            if self._owner_state is not None:
+                self._pool.release(self._owner_state)
+            self._owner_state = None
+            self._owner = None
+            if self._kv is not None:
+                self._kv.clear()  # the context's memory with it
+            self._kv_text = ""
+        self._pool.forget(conversation)
+
     def forecast(self, history: list[Message], text: str,
                  conversation: str | None = None) -> Forecast:
         """What `text` sent after `history` in `conversation` would cost to read, exactly as a

@@ -179,6 +179,7 @@ class QtMainWindow(QMainWindow):
         self.conversations = ConversationsController(
             db, self.conversation_list, self.notice, self._open_conversation,
             lambda: self.chat.conversation_id, self.tasks.spawn, self,
+            forget_state=lambda cid: bridge.forget_conversation(str(cid)),
         )
         db.on_fault = self._store_fault
         # What the last window on this data directory left (window_memory.py): its layout and
