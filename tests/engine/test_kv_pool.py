@@ -9,6 +9,8 @@ time and a fresh prefill must compute every token alone to agree exactly.
 from __future__ import annotations
 
 import logging
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -177,6 +179,34 @@ def test_forgetting_a_conversation_removes_its_states_in_memory_and_on_disk(sess
     assert s.kv_tokens == [] and s.kv_owner is None
     s.close()
     assert list(tmp_path.glob("*.kvstate")) == []
+
+
+def test_a_kv_path_occupied_by_a_file_is_left_alone_and_every_turn_answers(session, tmp_path):
+    occupied = tmp_path / "kv"
+    occupied.write_bytes(b"not a folder")
+    s = session(kv_dir=occupied, kv_pool_mb=0)  # every state that leaves tries the disk
+    for key, text in (("1", A1), ("2", B1), ("1", A2)):
+        s.set_history([])
+        _turn(s, text, key)
+    s.close()
+    assert occupied.read_bytes() == b"not a folder"
+
+
+@pytest.mark.timeout(600)  # a FIFO read would block: fail, not hang
+def test_junk_in_the_kv_folder_is_survived_and_left_alone(session, tmp_path):
+    s = session(kv_dir=tmp_path, kv_pool_mb=0, kv_disk_mb=1)  # a budget that must evict
+    fifo = s.kv_pool.spill.path("1")  # exactly where conversation 1's state would go
+    os.mkfifo(fifo)  # reading it would block forever
+    folder = tmp_path / "junk.kvstate"
+    folder.mkdir()
+    (tmp_path / "9.kvstate").write_bytes(b"garbage")
+    for key, text in (("1", A1), ("2", B1), ("1", A2)):  # switches: restores, spills, evicts
+        s.set_history([])
+        _turn(s, text, key)
+    # The listing (the telemetry panel's) reads file headers: the FIFO is not among them.
+    assert {h.key for h in s.kv_pool.listing()} <= {"1", "2"}
+    s.close()
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and folder.is_dir()
 
 
 def test_a_load_time_change_restores_nothing_and_says_why(session, tmp_path, caplog):

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.atomic_write import write_bytes_atomic
+from workbench.file_kind import not_regular
 
 log = logging.getLogger("workbench.kv_spill")
 
@@ -80,6 +81,10 @@ class KvSpill:
                      state.key, len(blob) / (1 << 20))
             return False
         target = self.path(state.key)
+        if kind := not_regular(target):
+            log.warning("KV state path %s is %s; the state of conversation %s is not kept",
+                        target.name, kind, state.key)
+            return False
         try:
             self.directory.mkdir(parents=True, exist_ok=True)  # the app's own directory
             write_bytes_atomic(target, blob)  # whole or absent, even on a full disk
@@ -102,6 +107,10 @@ class KvSpill:
     def load(self, key: str) -> SpilledState | None:
         """`key`'s state, or None (with the reason in the log) when there is no usable one."""
         path = self.path(key)
+        if kind := not_regular(path):  # a FIFO would block the read forever: left alone
+            log.warning("KV state path %s is %s, not a file; re-reading the conversation",
+                        path.name, kind)
+            return None
         try:
             blob = path.read_bytes()
         except FileNotFoundError:
@@ -149,8 +158,11 @@ class KvSpill:
     # ---- the budget ---------------------------------------------------------------------------
 
     def _files(self) -> list[Path]:
+        """The regular files named like states (a folder, FIFO or link of that name is not one:
+        reading a FIFO would block, and none of them is the spill's to delete)."""
         try:
-            return [p for p in self.directory.iterdir() if p.name.endswith(SUFFIX)]
+            return [p for p in self.directory.iterdir() if p.name.endswith(SUFFIX)
+                    and not p.is_symlink() and not not_regular(p) and p.exists()]
         except OSError:
             return []
 
@@ -169,7 +181,10 @@ class KvSpill:
                 break
             if p == keep:
                 continue
-            p.unlink(missing_ok=True)
+            try:
+                p.unlink(missing_ok=True)
+            except OSError:
+                continue
             total -= size
 
     def _note_foreign(self, key: str) -> None:
@@ -209,6 +224,8 @@ def _safe(key: str) -> str:
 
 
 def _read_header(path: Path) -> dict | None:
+    if not_regular(path):
+        return None
     try:
         with open(path, "rb") as f:
             if f.read(len(MAGIC)) != MAGIC:
