@@ -15,6 +15,8 @@ their hashes agreed in 31 bits *and* they sat at the same place in the prompt.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import hashlib
 import struct
 from dataclasses import dataclass, field
@@ -123,6 +125,18 @@ def image_token_ids(sha256: str, n_pos: int) -> list[int]:
     """The KV mirror's stand-ins for an image's n_pos positions (negative, int32)."""
     base = int(sha256[:16], 16) % _INT31
     return [-1 - (base + i) % _INT31 for i in range(n_pos)]
+
+
+def kv_cells(tokens: list[int], extra_cells: Mapping[int, int]) -> int:
+    """KV cells that `tokens` (a prompt or the KV mirror) take: one per position, plus, for an
+    image on an M-RoPE model, the embeddings beyond its positions. Such a model gives an image
+    fewer positions than embeddings (a grid of w x h patches takes max(w, h) positions), but the
+    KV needs a cell for every embedding. `extra_cells` maps an image's first stand-in id to its
+    embeddings minus its positions (PromptBuilder.extra_cells); images without an entry take
+    one cell per position."""
+    if not extra_cells:
+        return len(tokens)
+    return len(tokens) + sum(extra_cells.get(t, 0) for t in tokens if t < 0)
 
 
 def message_images(message: dict[str, str]) -> list[str]:

@@ -25,7 +25,13 @@ from workbench.engine.chat.reasoning import ContinueError
 from workbench.engine.chat.template import ChatTemplate
 from workbench.engine.chat.think import ThinkControl, probe_think_control
 from workbench.engine.engine_thread import ThreadOwner, WrongThreadError
-from workbench.engine.images import ImageInput, ImageInputError, ImageTurnStats, check_image
+from workbench.engine.images import (
+    ImageInput,
+    ImageInputError,
+    ImageTurnStats,
+    check_image,
+    kv_cells,
+)
 from workbench.engine.kv_memory import KvMemory, common_prefix
 from workbench.engine.kv_pool import KvPool, PooledState, make_pool, pool_budget_bytes
 from workbench.engine.metrics import UNMEASURED, RunInfo
@@ -294,6 +300,15 @@ class Session:
         return self._kv.tokens if self._kv else []
 
     @property
+    def kv_cells(self) -> int:
+        """KV cells the context uses now: its tokens, plus the embeddings M-RoPE images have
+        beyond their positions (what the context gauge shows against n_ctx)."""
+        if self._kv is None:
+            return 0
+        extra = self._prompts.extra_cells if self._prompts is not None else {}
+        return kv_cells(self._kv.tokens, extra)
+
+    @property
     def sees_images(self) -> bool:
         """An image projector is loaded: messages may carry images."""
         return self._projector is not None
@@ -463,9 +478,10 @@ class Session:
     def _run(self, request: GenerateRequest, prompt: Prompt, n_predict: int, started_ns: int,
              on_token: OnToken | None, on_prefill: OnPrefill | None) -> GenerateResult:
         assert self._kv is not None
-        if len(prompt.tokens) + n_predict > self.n_ctx:
+        # KV cells, not positions: an image on an M-RoPE model takes more of the first.
+        if prompt.kv_cells + n_predict > self.n_ctx:
             return _rejected(
-                f"The conversation needs {len(prompt.tokens)} prompt tokens plus {n_predict} "
+                f"The conversation needs {prompt.kv_cells} prompt tokens plus {n_predict} "
                 f"tokens to generate, which is more than the context of {self.n_ctx} tokens. "
                 "Start a new chat, ask for fewer tokens, or reopen the model with a larger "
                 "context size."
@@ -596,8 +612,11 @@ class Session:
             held = kept.tokens if kept is not None else self._spilled_tokens(conversation)
         n_reused = common_prefix(held, prompt.tokens)
         rate = self._prefill_rate()
-        to_read = len(prompt.tokens) - n_reused
-        return Forecast(len(prompt.tokens), n_reused, to_read / rate if rate > 0 else UNMEASURED)
+        # In KV cells (an M-RoPE image takes one per embedding, more than its positions).
+        extra = self._prompts.extra_cells
+        total, reused = prompt.kv_cells, kv_cells(prompt.tokens[:n_reused], extra)
+        to_read = total - reused
+        return Forecast(total, reused, to_read / rate if rate > 0 else UNMEASURED)
 
     def _spilled_tokens(self, conversation: str | None) -> list[int]:
         spill = self._pool.spill

@@ -224,8 +224,9 @@ class EngineBridge:
         return await self._call(job)
 
     async def kv_tokens(self) -> int:
-        """Tokens the context holds now (for the context gauge)."""
-        return await self._call(lambda: len(self._require().kv_tokens))
+        """KV cells the context uses now (for the context gauge): its tokens, and one cell per
+        embedding of an M-RoPE image, more than the positions it takes."""
+        return await self._call(lambda: self._require().kv_cells)
 
     # ---- generation -----------------------------------------------------------------------------
 
