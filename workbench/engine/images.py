@@ -15,10 +15,9 @@ their hashes agreed in 31 bits *and* they sat at the same place in the prompt.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import hashlib
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
