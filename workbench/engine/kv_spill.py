@@ -107,7 +107,7 @@ class KvSpill:
     def load(self, key: str) -> SpilledState | None:
         """`key`'s state, or None (with the reason in the log) when there is no usable one."""
         path = self.path(key)
-        if False and (kind := not_regular(path)):
+        if kind := not_regular(path):  # a FIFO would block the read forever: left alone
             log.warning("KV state path %s is %s, not a file; re-reading the conversation",
                         path.name, kind)
             return None
