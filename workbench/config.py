@@ -95,6 +95,10 @@ class Setting:
     # it fails the panel disables the setting and says why; a value off the default is then
     # ignored (without_ignored), while validate() still refuses it from a command line.
     gate: tuple[str, Callable[[Any], bool]] | None = None
+    # The window's default while `gate` holds, where it differs from `default` (the CLI's and the
+    # window's otherwise): the settings panel moves a value still at one default to the other as
+    # the gate flips (workbench/ui/settings/evaluate.py). None: the window uses `default`.
+    app_default: Any = None
 
     @property
     def flag(self) -> str:
@@ -290,10 +294,11 @@ SETTINGS: tuple[Setting, ...] = (
             "load", unit="", unit_reason="a share of the mean routing weight 1/top-k",
             min=0.0, max=1.0, special=((0, "off"),), aliases=("--drop-cold-experts",),
             metavar="F", rungs=((0.0, "off"), (0.5, "50 %"), (0.75, "75 %"), (1.0, "100 %")),
-            gate=_CACHE_GATE),
+            gate=_CACHE_GATE, app_default=0.75,  # upstream's app: 75 % when streaming cached
+            doc_default="0 (off); the window: 0.75 while streaming with a cache"),
     Setting("drop_renorm", "bool", True, "Renormalise after a drop", "Speed / quality",
             "Scale a token's kept experts back to the router's total weight after a drop",
-            "load", requires=_DROPPING),
+            "load", requires=_DROPPING, false_aliases=("--drop-no-renorm",)),
     Setting("drop_prefill", "bool", False, "Drop while reading the prompt", "Speed / quality",
             "Also drop cold experts during the prefill (by default only generated tokens drop)",
             "load", requires=_DROPPING, aliases=("--drop-in-prefill",)),

@@ -78,7 +78,8 @@ struct wb_streamer_params {
     int32_t drop_renorm;         // scale the survivors back to the row's total weight
     int32_t drop_prefill;        // also drop while reading the prompt (default: decode only)
     int32_t debug_flags;         // tests only: 1 = poison unloaded slices (0xFF), 2 = no repoint,
-                                 // 4 = learn a terminal weight node that never appears
+                                 // 4 = learn a terminal weight node that never appears,
+                                 // 8 = the top slot may drop too (the pin's control)
 };
 
 // Monotonic counters (except the *_now and demand fields). Times in ns, sizes in bytes.
@@ -102,8 +103,10 @@ struct wb_stream_counters {
     uint64_t experts_dropped;  // of those, slots the policy dropped
     int32_t o_direct;          // O_DIRECT really in use
     int32_t lanes;
-    double dropped_weight;     // router weight of the dropped slots
-    double examined_weight;    // router weight of every slot the drop rule examined
+    // The weight mass dropped is decode_dropped_weight / decode_weight (one definition, shared
+    // with the route replay): both count decode only, while dropping is on.
+    double decode_dropped_weight;  // router weight of the slots dropped while decoding
+    double decode_weight;          // router weight of every decode routing, examined or not
 };
 
 // The routing of one layer load (one topk node), as take_routes returns it. Its slots follow in
@@ -150,6 +153,13 @@ WB_API int32_t wb_streamer_routes_pending(const struct wb_streamer * s, uint64_t
 WB_API int32_t wb_streamer_take_routes(struct wb_streamer * s, struct wb_route_load * loads,
                                        uint64_t max_loads, int32_t * experts, float * weights,
                                        int8_t * residency, uint8_t * dropped, uint64_t max_slots);
+// The drop rule on one token row of k slots, exactly as the eval callback applies it (for tests):
+// edits w and ids in place and marks dropped[j]. Returns the slots dropped; the row's dropped
+// and total router weight (before renormalisation) go to the out-parameters. pin_top 0 is the
+// pin's negative control.
+WB_API int32_t wb_drop_row(int64_t k, float * w, int32_t * ids, const uint8_t * resident,
+                           float frac, int32_t renorm, int32_t pin_top, uint8_t * dropped,
+                           double * dropped_weight, double * total_weight);
 // Experts of each layer the streamer manages, by layer index (0 = dense or not captured), into
 // out[0..cap); returns the number of layers (the last MoE layer + 1), or -1.
 WB_API int32_t wb_streamer_layer_experts(const struct wb_streamer * s, int64_t * out, int32_t cap);

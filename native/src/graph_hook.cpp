@@ -7,7 +7,10 @@
 // Dropping needs the FINAL weights, so with the policy armed the load waits for the terminal node
 // of the layer's chain, learned from the graph: on a layer's first graph every variant is
 // isolated and the last one seen becomes its terminal. Until then the layer loads at its topk
-// node, undropped. A learned terminal that fails to appear is caught at the layer's first expert
+// node, undropped. With dropping on, the terminal is learned on the first graph the session runs
+// (the first prompt), whether or not routes are recorded and whether or not dropping is armed in
+// prefill: so every generated token may drop, the first of a turn included, and recording routes
+// never changes what is dropped. A learned terminal that fails to appear is caught at the layer's first expert
 // matmul, asked before it runs: the layer loads there, undropped, and the terminal is forgotten.
 #include <cstring>
 #include <limits>
@@ -93,7 +96,10 @@ void Streamer::on_topk(int il, ggml_tensor * topk) {
     const int64_t k = topk->ne[0];
     const int64_t n_tokens = topk->ne[1];
     const bool armed = drop_armed();
-    const bool want_weights = armed || trace_;
+    if (terminal_.size() <= static_cast<size_t>(il)) terminal_.resize(static_cast<size_t>(il) + 1, -1);
+    // Learning the terminal needs the weight nodes, armed or not (see the top of this file).
+    const bool learn = params_.drop_frac > 0.0f && cache_.lru() && terminal_[static_cast<size_t>(il)] < 0;
+    const bool want_weights = armed || trace_ || learn;
     ids_flat_.resize(static_cast<size_t>(k * n_tokens));
     resident_flat_.resize(ids_flat_.size());
     const auto * base = static_cast<const uint8_t *>(topk->data);
@@ -124,7 +130,6 @@ void Streamer::on_topk(int il, ggml_tensor * topk) {
         }
         route_dropped_.insert(route_dropped_.end(), ids_flat_.size(), 0);
     }
-    if (terminal_.size() <= static_cast<size_t>(il)) terminal_.resize(static_cast<size_t>(il) + 1, -1);
     c_.mgmt_ns += now_ns() - t0;
     if (want_weights) {
         pending_.il = il;
@@ -164,6 +169,20 @@ void Streamer::on_weights(int il, int variant, const ggml_tensor * w) {
     pending_.last_variant = variant;
     int64_t ss = 0, ts = 0;
     const bool readable = weight_strides(w, pending_.k, pending_.n_tokens, &ss, &ts);
+    if (readable && phase_ == 1 && params_.drop_frac > 0.0f) {
+        // The router's total decode weight, the denominator of the weight mass dropped: every
+        // decode row counts, examined by the rule or not. The last variant seen is the final
+        // weight (the learning rule), so a later variant replaces an earlier one's sum.
+        const auto * base = static_cast<const uint8_t *>(w->data);
+        double sum = 0.0;
+        for (int64_t tok = 0; tok < pending_.n_tokens; ++tok) {
+            for (int64_t j = 0; j < pending_.k; ++j) {
+                sum += *reinterpret_cast<const float *>(base + tok * ts + j * ss);
+            }
+        }
+        c_.decode_weight += sum - pending_.weight_counted;
+        pending_.weight_counted = sum;
+    }
     if (pending_.route >= 0 && readable) {
         // The weights as the router produced them (the last variant seen wins): the record keeps
         // them even where the policy then drops a slot.
@@ -212,6 +231,7 @@ void Streamer::decide(const ggml_tensor * w, int64_t ss, int64_t ts) {
     row_w_.resize(static_cast<size_t>(k));
     row_dropped_.resize(static_cast<size_t>(k));
     const bool repoint = (params_.debug_flags & kDebugNoRepoint) == 0;
+    const bool pin = (params_.debug_flags & kDebugNoPin) == 0;
     for (int64_t tok = 0; tok < n_tokens; ++tok) {
         int32_t * ids = ids_flat_.data() + tok * k;
         for (int64_t j = 0; j < k; ++j) {
@@ -219,10 +239,9 @@ void Streamer::decide(const ggml_tensor * w, int64_t ss, int64_t ts) {
         }
         const DropRowResult r = drop_row(k, row_w_.data(), ids, resident_flat_.data() + tok * k,
                                          params_.drop_frac, params_.drop_renorm != 0,
-                                         row_dropped_.data());
+                                         row_dropped_.data(), pin);
         c_.experts_dropped += static_cast<uint64_t>(r.dropped);
-        c_.dropped_weight += r.dropped_weight;
-        c_.examined_weight += r.total_weight;
+        if (phase_ == 1) c_.decode_dropped_weight += r.dropped_weight;
         if (r.dropped == 0) continue;
         for (int64_t j = 0; j < k; ++j) {
             *reinterpret_cast<float *>(wbase + tok * ts + j * ss) = row_w_[static_cast<size_t>(j)];

@@ -31,6 +31,7 @@ namespace wb {
 constexpr int32_t kDebugPoison = 1;       // unloaded expert slices hold 0xFF (NaN): a read shows
 constexpr int32_t kDebugNoRepoint = 2;    // dropped slots keep their id (the guard's control)
 constexpr int32_t kDebugLostTerminal = 4; // learn a terminal no graph has (the late-load path)
+constexpr int32_t kDebugNoPin = 8;         // the top slot may drop too (the pin's negative control)
 
 class Streamer {
 public:
@@ -124,6 +125,7 @@ private:
         int64_t k = 0, n_tokens = 0;
         int64_t route = -1;        // index of this load's route record, -1 when not recording
         size_t route_slot0 = 0;    // its first slot in the route_* arrays
+        double weight_counted = 0.0;  // decode weight already added for this load (see on_weights)
     };
     Pending pending_;
     std::vector<int8_t> terminal_;  // learned terminal weight variant per layer, -1 unknown

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "drop_policy.h"
 #include "errors.h"
 #include "streamer.h"
 #include "workbench_native.h"
@@ -83,6 +84,16 @@ int32_t wb_streamer_take_routes(wb_streamer * s, wb_route_load * loads, uint64_t
         s->impl.take_routes(loads, max_loads, experts, weights, residency, dropped, max_slots);
         return 0;
     });
+}
+
+int32_t wb_drop_row(int64_t k, float * w, int32_t * ids, const uint8_t * resident, float frac,
+                    int32_t renorm, int32_t pin_top, uint8_t * dropped, double * dropped_weight,
+                    double * total_weight) {
+    const wb::DropRowResult r = wb::drop_row(k, w, ids, resident, frac, renorm != 0, dropped,
+                                             pin_top != 0);
+    *dropped_weight = r.dropped_weight;
+    *total_weight = r.total_weight;
+    return r.dropped;
 }
 
 double wb_streamer_dense_resident_frac(const wb_streamer * s) {

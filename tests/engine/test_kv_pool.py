@@ -9,6 +9,8 @@ time and a fresh prefill must compute every token alone to agree exactly.
 from __future__ import annotations
 
 import logging
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -177,6 +179,50 @@ def test_a_decode_failure_discards_only_that_conversation(session, monkeypatch):
     assert s.kv_pool.get("2") is None and s.kv_tokens == []
     s.set_history(history_a)
     assert _turn(s, "One more?", "1").summary.kv_source == "memory"
+
+
+def test_forgetting_a_conversation_removes_its_states_in_memory_and_on_disk(session, tmp_path):
+    s = session(kv_dir=tmp_path, kv_pool_mb=0)  # a state that leaves the context goes to disk
+    _turn(s, A1, "1")
+    s.set_history([])
+    _turn(s, B1, "2")
+    assert [p.name.split(".")[0] for p in tmp_path.glob("*.kvstate")] == ["1"]
+    s.forget_conversation("1")
+    assert list(tmp_path.glob("*.kvstate")) == []
+    # The conversation in the context: its state is dropped there too, so none is written when
+    # it would leave (here: at close), and its next turn starts from an empty context.
+    s.forget_conversation("2")
+    assert s.kv_tokens == [] and s.kv_owner is None
+    s.close()
+    assert list(tmp_path.glob("*.kvstate")) == []
+
+
+def test_a_kv_path_occupied_by_a_file_is_left_alone_and_every_turn_answers(session, tmp_path):
+    occupied = tmp_path / "kv"
+    occupied.write_bytes(b"not a folder")
+    s = session(kv_dir=occupied, kv_pool_mb=0)  # every state that leaves tries the disk
+    for key, text in (("1", A1), ("2", B1), ("1", A2)):
+        s.set_history([])
+        _turn(s, text, key)
+    s.close()
+    assert occupied.read_bytes() == b"not a folder"
+
+
+@pytest.mark.timeout(600)  # a FIFO read would block: fail, not hang
+def test_junk_in_the_kv_folder_is_survived_and_left_alone(session, tmp_path):
+    s = session(kv_dir=tmp_path, kv_pool_mb=0, kv_disk_mb=1)  # a budget that must evict
+    fifo = s.kv_pool.spill.path("1")  # exactly where conversation 1's state would go
+    os.mkfifo(fifo)  # reading it would block forever
+    folder = tmp_path / "junk.kvstate"
+    folder.mkdir()
+    (tmp_path / "9.kvstate").write_bytes(b"garbage")
+    for key, text in (("1", A1), ("2", B1), ("1", A2)):  # switches: restores, spills, evicts
+        s.set_history([])
+        _turn(s, text, key)
+    # The listing (the telemetry panel's) reads file headers: the FIFO is not among them.
+    assert {h.key for h in s.kv_pool.listing()} <= {"1", "2"}
+    s.close()
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and folder.is_dir()
 
 
 def test_a_load_time_change_restores_nothing_and_says_why(session, tmp_path, caplog):

@@ -4,8 +4,9 @@ Dropping is lossy by design, so its gates prove the machinery instead: a thresho
 can fall below changes nothing (bit for bit, while every routing is examined), the engine never
 reads an expert it did not load (a poison guard that fails when ids are not repointed), at top-k
 1 dropping cannot act, and at full strength it does change the logits of the gate model. Every
-run streams through a cache that evicts on every token (cache_mb 1 against ~1.5 MiB of demand),
-so dropped slots are real misses and the id repointing is exercised; n_ubatch 1 makes the prompt
+run streams through a cache that evicts on every token (cache_mb 2: one token's ~1.5 MiB of
+demand fits, as dropping requires, but not the 6 MiB of experts), so dropped slots are real
+misses and the id repointing is exercised; n_ubatch 1 makes the prompt
 a run of one-token graphs, so dropping in prefill and terminal learning see many graphs.
 """
 
@@ -32,7 +33,7 @@ from workbench.moe.streamer import (
 
 __all__ = ["model"]  # the module-scoped fixture of the byte-identity gates, reused here
 
-EVICTING = {"moe_stream": True, "cache_mb": 1, "o_direct": False}
+EVICTING = {"moe_stream": True, "cache_mb": 2, "o_direct": False}
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def test_g8a_a_threshold_below_any_weight_is_bit_identical_and_examines_every_ro
     c = _counters(armed)
     # G8a': the policy really looked (prefill included), and dropped nothing.
     assert c.experts_routed == c.routed > 0
-    assert c.experts_dropped == 0 and c.dropped_weight == 0.0 and c.examined_weight > 0
+    assert c.experts_dropped == 0 and c.decode_dropped_weight == 0.0 and c.decode_weight > 0
     assert c.evictions > 0  # the cache really evicted, so misses were on the table
 
 
@@ -110,7 +111,7 @@ def test_a_learned_terminal_that_never_appears_loads_the_layer_late_and_undroppe
     assert_identical(undropped, lost)
     c = _counters(lost)
     assert c.experts_routed > 0 and c.experts_dropped == 0
-    assert c.examined_weight == 0.0  # no row ever reached the drop rule
+    assert c.decode_dropped_weight == 0.0  # no row ever reached the drop rule
 
 
 def test_dropping_is_off_in_prefill_unless_asked(model, run):
@@ -242,7 +243,7 @@ def test_an_lru_replay_of_the_dropped_run_matches_the_engine(model, run):
     entry_bytes: dict[int, int] = {}
     for t in runtime.experts:
         entry_bytes[t.layer] = entry_bytes.get(t.layer, 0) + t.expert_stride
-    steps = list(replay_lru(loads, entry_bytes, 1 << 20))
+    steps = list(replay_lru(loads, entry_bytes, EVICTING["cache_mb"] << 20))
     c = runtime.streamer.counters()
     assert c.experts_dropped > 0
     assert (c.lookups, c.hits) == (sum(s.lookups for s in steps), sum(s.hits for s in steps))

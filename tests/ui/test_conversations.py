@@ -71,6 +71,24 @@ def test_delete_offers_undo(qtbot, make_window):
                     timeout=WAIT)
 
 
+def test_delete_removes_the_conversations_kept_states_from_disk(qtbot, make_window, data_dir):
+    from workbench.ui.bridge import EngineBridge
+
+    kv = data_dir / "kv"
+    window = make_window(load=False, bridge=EngineBridge(kv_dir=kv))
+    tea, boats = wait(qtbot, window, window.db.call(seed))
+    kv.mkdir(parents=True, exist_ok=True)
+    # States of tea made by two models (identities), one of boats, and a stranger's file.
+    mine = [kv / f"{tea}.1111aaaa2222bbbb.kvstate", kv / f"{tea}.3333cccc4444dddd.kvstate"]
+    others = [kv / f"{boats}.1111aaaa2222bbbb.kvstate", kv / f"{tea}0.1111aaaa2222bbbb.kvstate",
+              kv / "notes.txt"]
+    for path in mine + others:
+        path.write_bytes(b"state")
+    wait(qtbot, window, window.conversations.delete(tea))
+    assert not any(p.exists() for p in mine)
+    assert all(p.read_bytes() == b"state" for p in others)
+
+
 def test_export_and_import_round_trip(qtbot, make_window, tmp_path: Path):
     window = make_window(load=False)
     tea, _ = wait(qtbot, window, window.db.call(seed))

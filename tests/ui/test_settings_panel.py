@@ -109,18 +109,29 @@ def test_drop_cold_experts_offers_its_rungs_and_waits_for_the_cache(qtbot, panel
     assert not row.active and "LRU cache" in row.reason.text()
     edit(panel, "moe_stream", True)
     assert not row.active  # streaming alone is not enough: without a cache it is a weight cut
-    edit(panel, "cache_mb", 512)
-    assert row.active and not shown(row.reason)
     assert not panel.rows["drop_renorm"].active  # waits for dropping itself
-    edit(panel, "drop_cold_frac", 0.75)
-    assert panel.pending.drop_cold_frac == 0.75 and panel.rows["drop_renorm"].active
+    edit(panel, "cache_mb", 512)
+    # The window's default follows upstream's app: 75 % once streaming has a cache (the CLI's
+    # stays off), shown in the editor and said in the row's hint.
+    assert row.active and not shown(row.reason)
+    assert panel.pending.drop_cold_frac == 0.75 and combo.currentText() == "75 %"
+    assert "75 % while expert streaming is on with the LRU cache" in row.hint.text()
+    assert panel.rows["drop_renorm"].active
     assert shown(panel.reopen_label) and panel.apply_button.isEnabled()
-    # Turning the cache off greys dropping out and ignores it, saying why beside it: no error.
+    # The cache going off takes the default back to off, so nothing is left to fix.
     edit(panel, "cache_mb", 0)
+    assert panel.pending.drop_cold_frac == 0.0 and combo.currentText() == "off"
+    assert not row.active and not shown(row.problem) and panel.apply_button.isEnabled()
+    # A value the user chose is kept when the cache goes: greyed out and ignored, with the
+    # reason beside it, and no error blocks Apply (#29).
+    edit(panel, "cache_mb", 512)
+    edit(panel, "drop_cold_frac", 0.5)
+    edit(panel, "cache_mb", 0)
+    assert panel.pending.drop_cold_frac == 0.5
     assert not row.active and not shown(row.problem) and "Ignored" in row.reason.text()
     assert panel.apply_button.isEnabled()
     edit(panel, "cache_mb", 512)  # the kept value comes back with the cache
-    assert row.active and row.editor.value() == 0.75
+    assert row.active and row.editor.value() == 0.5
     edit(panel, "drop_cold_frac", 0.0)
     edit(panel, "cache_mb", 0)
     assert not row.active and not shown(row.problem) and panel.apply_button.isEnabled()

@@ -53,3 +53,32 @@ def test_window_send_with_a_model_that_fails_to_load_exits_non_zero(tmp_path: Pa
     leftovers = [p.name for p in data.iterdir()
                  if p.suffix in (".tmp", ".partial") or p.stat().st_size == 0]
     assert leftovers == []
+
+
+def test_a_kv_path_occupied_by_a_file_or_junk_states_do_not_stop_an_answer(
+        make_window, run, data_dir):
+    """The window's conversations keep their state under <data>/kv; a file there instead of a
+    folder, or junk named like states inside it, costs the state, never the answer, and is
+    left as it was."""
+    from workbench.ui.bridge import EngineBridge
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    occupied = data_dir / "kv"
+    occupied.write_bytes(b"mine")
+    window = make_window(bridge=EngineBridge(kv_dir=occupied))
+    assert run(send_all(window, SENDS)) is True
+    assert [m.shown.role for m in window.chat_view.messages] == ["user", "assistant"] * 2
+    run(window.shutdown())  # states go to the spill at close: it must not touch the file
+    assert occupied.read_bytes() == b"mine"
+
+    junk = data_dir / "kv2"
+    junk.mkdir()
+    os.mkfifo(junk / "1.0123456789abcdef.kvstate")
+    (junk / "2.kvstate").write_bytes(b"junk")
+    (junk / "3.fedcba9876543210.kvstate").mkdir()
+    other = make_window(bridge=EngineBridge(kv_dir=junk))
+    assert run(send_all(other, SENDS[:1])) is True
+    assert [m.shown.role for m in other.chat_view.messages][-1] == "assistant"
+    run(other.shutdown())
+    assert (junk / "3.fedcba9876543210.kvstate").is_dir()
+    assert os.path.exists(junk / "1.0123456789abcdef.kvstate")

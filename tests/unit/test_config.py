@@ -419,6 +419,9 @@ def test_dropping_takes_upstreams_flag_and_is_refused_without_the_lru_cache() ->
     assert (cfg.drop_cold_frac, cfg.drop_prefill, cfg.drop_renorm) == (0.75, True, False)
     assert parse(["--drop-cold-frac", "0.5"]).drop_cold_frac == 0.5
     assert Config().drop_cold_frac == 0.0  # off by default
+    # The CLI keeps it off with a cache too (the 75 % default is the window's alone).
+    assert parse(["--moe-stream", "--cache-mb", "512"]).drop_cold_frac == 0.0
+    assert parse(["--drop-no-renorm"]).drop_renorm is False  # upstream's spelling
     off = [p.message for p in validate(cfg)]
     assert len(off) == 1 and "expert streaming is off" in off[0] and "--cache-mb" in off[0]
     no_cache = [p.message for p in validate(cfg.replace(moe_stream=True))]

@@ -76,7 +76,9 @@ def test_layers_are_separate_entries_with_their_own_sizes():
 
 
 ROUTES = [  # one layer, k=2, a budget that keeps everything
-    decode(0, [0, 1], [0.7, 0.3]),  # the turn's first token: never dropped
+    # The turn's first token drops like any other (the engine knows the weight chain from the
+    # prompt): expert 1 is cold at 0.3.
+    decode(0, [0, 1], [0.7, 0.3]),
     decode(1, [0, 2], [0.8, 0.2]),  # expert 2 is cold
     decode(2, [1, 3], [0.6, 0.4]),  # expert 3 is cold
     decode(3, [0, 1], [0.9, 0.1]),  # expert 1 is low but resident: kept
@@ -84,7 +86,9 @@ ROUTES = [  # one layer, k=2, a budget that keeps everything
 
 
 @pytest.mark.parametrize(("frac", "avoided", "mass", "slots"), [
-    (1.0, 50.0, 15.0, 25.0),  # thr 0.5: drops 2 (0.2) and 3 (0.4): 2 reads of 4 remain
+    # thr 0.5: drops 1 (0.3, first token), 2 (0.2) and 3 (0.4); expert 1 is read at the third
+    # token, so resident at the fourth: 2 reads of 4 remain; 0.9 of the 4.0 decode weight.
+    (1.0, 50.0, 22.5, 37.5),
     (0.5, 25.0, 5.0, 12.5),  # thr 0.25: drops 2 only
 ])
 def test_dropping_skips_only_cold_low_weight_slots(frac, avoided, mass, slots):

@@ -67,7 +67,7 @@ class WbStreamCounters(ctypes.Structure):
             "layer_demand", "resizes", "experts_routed", "experts_dropped",
         )
     ] + [("o_direct", ctypes.c_int32), ("lanes", ctypes.c_int32),
-         ("dropped_weight", ctypes.c_double), ("examined_weight", ctypes.c_double)]
+         ("decode_dropped_weight", ctypes.c_double), ("decode_weight", ctypes.c_double)]
 
 
 class WbRouteLoad(ctypes.Structure):
@@ -156,6 +156,9 @@ def _bind(lib: ctypes.CDLL) -> None:
             [c.c_void_p, c.POINTER(WbRouteLoad), c.c_uint64, c.c_void_p, c.c_void_p, c.c_void_p,
              c.c_void_p, c.c_uint64], c.c_int32),
         "wb_streamer_dense_resident_frac": ([c.c_void_p], c.c_double),
+        "wb_drop_row": ([c.c_int64, c.c_void_p, c.c_void_p, c.c_void_p, c.c_float, c.c_int32,
+                         c.c_int32, c.c_void_p, c.POINTER(c.c_double), c.POINTER(c.c_double)],
+                        c.c_int32),
         "wb_streamer_counters": ([c.c_void_p, c.POINTER(WbStreamCounters)], None),
         "wb_streamer_layer_experts": ([c.c_void_p, c.POINTER(c.c_int64), c.c_int32], c.c_int32),
         "wb_streamer_expert_map": ([c.c_void_p, c.c_int32, c.c_int32, c.c_void_p, c.c_void_p],

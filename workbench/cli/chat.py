@@ -70,12 +70,31 @@ def run_chat(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     metrics = _MetricsFile(sink)
+    ctrl_c_interrupts()
     try:
         code = _chat(args, config, metrics)
     except BaseException:
         metrics.close(1)
         raise
     return metrics.close(code)
+
+
+def ctrl_c_interrupts(terminal: bool | None = None) -> bool:
+    """Make Ctrl-C stop an answer even when this process was started with SIGINT ignored.
+
+    A shell starts a script's `&` jobs (and a script's children) with SIGINT ignored, and Python
+    then leaves it ignored: the terminal's Ctrl-C reached the process but did nothing, so an
+    answer could not be stopped. Where a terminal is attached (someone can press Ctrl-C) the
+    handler is set explicitly; without one (a pipeline, a service) an inherited choice stands.
+    True when the handler was set."""
+    import signal
+
+    if terminal is None:
+        terminal = any(s is not None and s.isatty() for s in (sys.stdin, sys.stderr))
+    if not terminal or threading.current_thread() is not threading.main_thread():
+        return False
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return True
 
 
 def _images(args: argparse.Namespace, config: Config) -> tuple[list, Config]:

@@ -23,11 +23,15 @@ def add_inspect_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_inspect(args: argparse.Namespace) -> int:
     from workbench.embedded import EmbeddedModelError
+    from workbench.file_kind import not_regular
     from workbench.moe.layout import ModelFileError, format_facts, read_model_facts
     from workbench.moe.projector import find_beside, format_projector, read_projector_facts
 
     try:
         path = Path(args.model) if args.model else _embedded()
+        if kind := not_regular(path):  # checked before any open: a FIFO would block forever
+            raise ModelFileError(f"{path} is {kind}, not a model file; pass the path of a "
+                                 ".gguf file.")
         if _is_projector(path):
             print(format_projector(read_projector_facts(path)))
             return 0

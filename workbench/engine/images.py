@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.engine.metrics import UNMEASURED
+from workbench.file_kind import not_regular
 
 # Larger images are refused before decoding: stb_image would allocate width x height x 3 bytes
 # (1.2 GB for 20000 x 20000) only for the projector to scale it down to a few hundred pixels.
@@ -50,6 +52,9 @@ class ImageInput:
 def read_image(path: str | Path) -> ImageInput:
     """An image file's bytes, checked (exists, not empty, not too large, a known header)."""
     path = Path(path)
+    if kind := not_regular(path):  # reading a FIFO would wait for a writer forever
+        raise ImageInputError(f"the image {path} is {kind}, not an image file: attach a PNG, "
+                              "JPEG or other image file")
     try:
         data = path.read_bytes()
     except FileNotFoundError as exc:
@@ -148,6 +153,18 @@ def image_token_ids(sha256: str, n_pos: int) -> list[int]:
     """The KV mirror's stand-ins for an image's n_pos positions (negative, int32)."""
     base = int(sha256[:16], 16) % _INT31
     return [-1 - (base + i) % _INT31 for i in range(n_pos)]
+
+
+def kv_cells(tokens: list[int], extra_cells: Mapping[int, int]) -> int:
+    """KV cells that `tokens` (a prompt or the KV mirror) take: one per position, plus, for an
+    image on an M-RoPE model, the embeddings beyond its positions. Such a model gives an image
+    fewer positions than embeddings (a grid of w x h patches takes max(w, h) positions), but the
+    KV needs a cell for every embedding. `extra_cells` maps an image's first stand-in id to its
+    embeddings minus its positions (PromptBuilder.extra_cells); images without an entry take
+    one cell per position."""
+    if not extra_cells:
+        return len(tokens)
+    return len(tokens) + sum(extra_cells.get(t, 0) for t in tokens if t < 0)
 
 
 def message_images(message: dict[str, str]) -> list[str]:

@@ -113,6 +113,15 @@ class KvPool:
         if self.spill is not None:
             self.spill.delete(key)
 
+    def forget(self, key: str) -> None:
+        """The conversation was deleted: its state goes from memory and its files (of every
+        model and setting) from the disk spill."""
+        state = self._states.pop(key, None)
+        if state is not None:
+            state.data = None
+        if self.spill is not None:
+            self.spill.forget(key)
+
     def set_budget(self, budget_bytes: int) -> None:
         self.budget_bytes = max(0, budget_bytes)
         self._enforce_budget()

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.atomic_write import write_bytes_atomic
+from workbench.file_kind import not_regular
 
 log = logging.getLogger("workbench.kv_spill")
 
@@ -80,6 +81,10 @@ class KvSpill:
                      state.key, len(blob) / (1 << 20))
             return False
         target = self.path(state.key)
+        if kind := not_regular(target):
+            log.warning("KV state path %s is %s; the state of conversation %s is not kept",
+                        target.name, kind, state.key)
+            return False
         try:
             self.directory.mkdir(parents=True, exist_ok=True)  # the app's own directory
             write_bytes_atomic(target, blob)  # whole or absent, even on a full disk
@@ -93,11 +98,19 @@ class KvSpill:
     def delete(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)
 
+    def forget(self, key: str) -> int:
+        """Delete `key`'s files of every identity (the conversation itself was deleted)."""
+        return remove_states(self.directory, key)
+
     # ---- reading -------------------------------------------------------------------------------
 
     def load(self, key: str) -> SpilledState | None:
         """`key`'s state, or None (with the reason in the log) when there is no usable one."""
         path = self.path(key)
+        if kind := not_regular(path):  # a FIFO would block the read forever: left alone
+            log.warning("KV state path %s is %s, not a file; re-reading the conversation",
+                        path.name, kind)
+            return None
         try:
             blob = path.read_bytes()
         except FileNotFoundError:
@@ -145,8 +158,11 @@ class KvSpill:
     # ---- the budget ---------------------------------------------------------------------------
 
     def _files(self) -> list[Path]:
+        """The regular files named like states (a folder, FIFO or link of that name is not one:
+        reading a FIFO would block, and none of them is the spill's to delete)."""
         try:
-            return [p for p in self.directory.iterdir() if p.name.endswith(SUFFIX)]
+            return [p for p in self.directory.iterdir() if p.name.endswith(SUFFIX)
+                    and not p.is_symlink() and not not_regular(p) and p.exists()]
         except OSError:
             return []
 
@@ -165,7 +181,10 @@ class KvSpill:
                 break
             if p == keep:
                 continue
-            p.unlink(missing_ok=True)
+            try:
+                p.unlink(missing_ok=True)
+            except OSError:
+                continue
             total -= size
 
     def _note_foreign(self, key: str) -> None:
@@ -176,12 +195,37 @@ class KvSpill:
                      key, ", ".join(others))
 
 
+def remove_states(directory: Path, key: str) -> int:
+    """Delete every state file of conversation `key` in `directory`, whatever model, settings or
+    engine made it; returns how many went. Only regular files named like its states are touched
+    (a folder or FIFO of that name is left alone); a directory that is missing, or a file where
+    the directory should be, holds none."""
+    removed = 0
+    prefix = f"{_safe(key)}."
+    try:
+        entries = [p for p in directory.iterdir()
+                   if p.name.startswith(prefix) and p.name.endswith(SUFFIX)]
+    except OSError:
+        return 0
+    for path in entries:
+        try:
+            if path.is_file() and not path.is_symlink():
+                path.unlink()
+                removed += 1
+        except OSError as exc:
+            log.warning("could not delete the KV state file %s (%s)", path.name,
+                        exc.strerror or exc)
+    return removed
+
+
 def _safe(key: str) -> str:
     """A conversation key as part of a file name (ids are numbers; anything else is hashed)."""
     return key if key.isalnum() else hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _read_header(path: Path) -> dict | None:
+    if not_regular(path):
+        return None
     try:
         with open(path, "rb") as f:
             if f.read(len(MAGIC)) != MAGIC:

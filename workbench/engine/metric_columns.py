@@ -122,10 +122,11 @@ SPECS: tuple[Column, ...] = (
     Column("ra_wd_ms", _MS, "ms", "absent", "upstream route-ahead watchdog cost"),
     # Ours, appended after the upstream ones. Text columns come last (metrics_writer.py).
     Column("experts_routed", _INT, "count", "streamer",
-           "routed slots (token × top-k, every layer) of this decode that the drop rule "
-           "examined", upstream=False, note="-1 while dropping is off"),
+           "routed slots (token × top-k, every layer) of this decode: what the router selected, "
+           "counted while dropping is on", upstream=False, note="-1 while dropping is off"),
     Column("experts_dropped", _INT, "count", "streamer",
-           "of those, slots dropped: a cache miss weighted below `drop_cold_frac / top-k`, "
+           "of those, slots dropped: a cache miss weighted below `drop_cold_frac / top-k` "
+           "(the graph's top-k), "
            "never a token's top expert", upstream=False, note="-1 while dropping is off"),
     Column("drafted", _INT, "0/1", "loop",
            "1: the token was drafted and verification kept it; 0: the model picked it itself "

@@ -48,7 +48,7 @@ class TokenMetrics:
     cache_hit_pct: float = UNMEASURED  # cumulative since the cache was created
     cache_budget_mib: float = UNMEASURED
     dense_resident_frac: float = UNMEASURED
-    experts_routed: int = -1  # while dropping is on: slots examined / dropped this decode
+    experts_routed: int = -1  # while dropping is on: slots routed / dropped this decode
     experts_dropped: int = -1
     # Speculative decoding (engine/spec): tokens confirmed by this row's decode, its drafting
     # time, and what was drafted and kept; -1 while speculation is off.
@@ -106,7 +106,7 @@ class RunSummary:
     layer_demand_mib: float = UNMEASURED
     experts_routed: int = -1
     experts_dropped: int = -1
-    drop_weight_pct: float = UNMEASURED  # router weight the drops discarded, % of that examined
+    drop_weight_pct: float = UNMEASURED  # weight dropped, % of the router's whole decode weight
     # How the prompt was served: "fresh" (all prefilled), "memory" (the KV in the context or
     # restored from the pool), "disk" (restored from a spill file); the restore's time, which
     # TTFT includes (unmeasured when nothing was restored).

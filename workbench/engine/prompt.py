@@ -45,6 +45,12 @@ class Prompt:
     images: list[ImageSpan] = field(default_factory=list)
     chunks: mtmd.Chunks | None = None  # owns the images' chunks; close() after the turn
 
+    @property
+    def kv_cells(self) -> int:
+        """KV cells the prompt needs: its positions, plus the embeddings an image has beyond
+        its positions on an M-RoPE model (one cell per embedding; images.kv_cells)."""
+        return len(self.tokens) + sum(max(0, s.chunk.n_tokens - s.n_pos) for s in self.images)
+
     def image_at(self, pos: int) -> ImageSpan | None:
         """The image whose positions include `pos`, if any."""
         for span in self.images:
@@ -70,6 +76,9 @@ class PromptBuilder:
         # Decoded images by hash: a later turn re-tokenizes the whole conversation, and
         # decoding the same file every turn would be wasted work.
         self._bitmaps: dict[str, mtmd.Bitmap] = {}
+        # An image's first stand-in id -> its embeddings beyond its positions (M-RoPE models
+        # only): what images.kv_cells adds for it wherever its stand-ins are, the KV mirror too.
+        self.extra_cells: dict[int, int] = {}
 
     def close(self) -> None:
         for bitmap in self._bitmaps.values():
@@ -198,7 +207,10 @@ class PromptBuilder:
                 tokens.extend(chunk.tokens)
             else:
                 spans.append(ImageSpan(len(tokens), chunk.n_pos, chunk.image_id, chunk))
-                tokens.extend(image_token_ids(chunk.image_id, chunk.n_pos))
+                stand_ins = image_token_ids(chunk.image_id, chunk.n_pos)
+                if chunk.n_tokens > chunk.n_pos and stand_ins:
+                    self.extra_cells[stand_ins[0]] = chunk.n_tokens - chunk.n_pos
+                tokens.extend(stand_ins)
         return tokens, spans, chunks
 
     def _raw(self, text: str, images: tuple[ImageInput, ...] = ()) -> Prompt:

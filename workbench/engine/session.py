@@ -25,7 +25,13 @@ from workbench.engine.chat.reasoning import ContinueError
 from workbench.engine.chat.template import ChatTemplate
 from workbench.engine.chat.think import ThinkControl, probe_think_control
 from workbench.engine.engine_thread import ThreadOwner, WrongThreadError
-from workbench.engine.images import ImageInput, ImageInputError, ImageTurnStats, check_image
+from workbench.engine.images import (
+    ImageInput,
+    ImageInputError,
+    ImageTurnStats,
+    check_image,
+    kv_cells,
+)
 from workbench.engine.kv_memory import KvMemory, common_prefix
 from workbench.engine.kv_pool import (
     KvPool,
@@ -55,6 +61,7 @@ from workbench.engine.spec.drafters import DraftModelError, ModelDrafter, NgramD
 from workbench.engine.spec.speculator import Speculator
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
+from workbench.file_kind import not_regular
 from workbench.moe.layout import ModelFacts, ModelFileError, read_model_facts
 from workbench.moe.lean_load import lean_load
 from workbench.moe.projector import ProjectorFacts, read_projector_facts
@@ -323,6 +330,15 @@ class Session:
         return self._kv.tokens if self._kv else []
 
     @property
+    def kv_cells(self) -> int:
+        """KV cells the context uses now: its tokens, plus the embeddings M-RoPE images have
+        beyond their positions (what the context gauge shows against n_ctx)."""
+        if self._kv is None:
+            return 0
+        extra = self._prompts.extra_cells if self._prompts is not None else {}
+        return kv_cells(self._kv.tokens, extra)
+
+    @property
     def sees_images(self) -> bool:
         """An image projector is loaded: messages may carry images."""
         return self._projector is not None
@@ -495,9 +511,10 @@ class Session:
     def _run(self, request: GenerateRequest, prompt: Prompt, n_predict: int, started_ns: int,
              on_token: OnToken | None, on_prefill: OnPrefill | None) -> GenerateResult:
         assert self._kv is not None
-        if len(prompt.tokens) + n_predict > self.n_ctx:
+        # KV cells, not positions: an image on an M-RoPE model takes more of the first.
+        if prompt.kv_cells + n_predict > self.n_ctx:
             return _rejected(
-                f"The conversation needs {len(prompt.tokens)} prompt tokens plus {n_predict} "
+                f"The conversation needs {prompt.kv_cells} prompt tokens plus {n_predict} "
                 f"tokens to generate, which is more than the context of {self.n_ctx} tokens. "
                 "Start a new chat, ask for fewer tokens, or reopen the model with a larger "
                 "context size."
@@ -618,6 +635,20 @@ class Session:
         self._kv.clear()
         self._kv_text = ""
 
+    def forget_conversation(self, conversation: str) -> None:
+        """A deleted conversation: nothing of its state is kept, in memory or on disk. If the
+        context holds it, the context is emptied (the next turn starts fresh)."""
+        self._thread.check("forget_conversation")
+        if conversation == self._owner:
+            if self._owner_state is not None:
+                self._pool.release(self._owner_state)
+            self._owner_state = None
+            self._owner = None
+            if self._kv is not None:
+                self._kv.clear()  # the context's memory with it
+            self._kv_text = ""
+        self._pool.forget(conversation)
+
     def forecast(self, history: list[Message], text: str,
                  conversation: str | None = None) -> Forecast:
         """What `text` sent after `history` in `conversation` would cost to read, exactly as a
@@ -639,8 +670,11 @@ class Session:
             held = kept.tokens if kept is not None else self._spilled_tokens(conversation)
         n_reused = common_prefix(held, prompt.tokens)
         rate = self._prefill_rate()
-        to_read = len(prompt.tokens) - n_reused
-        return Forecast(len(prompt.tokens), n_reused, to_read / rate if rate > 0 else UNMEASURED,
+        # In KV cells (an M-RoPE image takes one per embedding, more than its positions).
+        extra = self._prompts.extra_cells
+        total, reused = prompt.kv_cells, kv_cells(prompt.tokens[:n_reused], extra)
+        to_read = total - reused
+        return Forecast(total, reused, to_read / rate if rate > 0 else UNMEASURED,
                         n_ctx=self.n_ctx, n_predict=self.config.n_predict)
 
     def _spilled_tokens(self, conversation: str | None) -> list[int]:
@@ -687,6 +721,8 @@ class Session:
 def read_template_file(path: Path) -> str:
     """A chat template file's text; SessionError says what is wrong with it and what to do."""
     fix = "Choose another file, or clear the setting to use the model's own template."
+    if kind := not_regular(path):  # reading a FIFO would wait for a writer forever
+        raise SessionError(f"the chat template {path} is {kind}, not a file. {fix}")
     try:
         data = path.read_bytes()
     except OSError as exc:

@@ -28,13 +28,25 @@ from workbench.engine.warm_start import (
     preload_order,
     save_frequencies,
 )
-from workbench.moe.budget import MIB, CacheBudget, cliff_warning, resolve_budget
+from workbench.moe.budget import (
+    MIB,
+    CacheBudget,
+    cliff_warning,
+    drop_budget_problem,
+    resolve_budget,
+)
 from workbench.moe.layout import ModelFacts, TensorInfo, expert_tensors, read_tensors
 from workbench.moe.lean_load import LeanLoadReport, restore
 from workbench.moe.registry import check_streamable
 from workbench.moe.route_trace import RouteTrace, TraceMeta, TurnLoad
 from workbench.moe.routes import Phase
-from workbench.moe.streamer import DropPolicy, ExpertMapSnapshot, ExpertStreamer, StreamCounters
+from workbench.moe.streamer import (
+    DropPolicy,
+    ExpertMapSnapshot,
+    ExpertStreamer,
+    StreamCounters,
+    StreamerError,
+)
 
 DENSE_PROBE_EVERY = 8  # tokens between two dense-residency samples
 # At top-k <= this, frac/k is a large share of the routing (upstream measured at top-k 8: 12.5 %).
@@ -82,8 +94,19 @@ class StreamingRuntime:
             dense_reserved_bytes=dense_bytes if config.dense_weights == "anon" else 0,
         )
         self.dense_policy = config.dense_weights
-        # validate() refuses dropping without the cache; the native side checks it again.
+        # One token's worst-case expert demand: every MoE layer routes top-k distinct experts.
+        top_k = config.n_expert_used or facts.n_expert_used
+        self.top_k = top_k
+        per_layer: dict[int, int] = {}
+        for t in self.experts:
+            per_layer[t.layer] = per_layer.get(t.layer, 0) + t.expert_stride
+        self.expert_bytes = per_layer  # MoE layer -> one expert's bytes, all projections
+        self.token_demand_bytes = sum(b * min(top_k, facts.n_expert) for b in per_layer.values())
+        # validate() refuses dropping without the cache; this refuses a cache too small to hit
+        # (known only now: automatic sizing and the model's expert sizes); native checks again.
         self.drop = DropPolicy(config.drop_cold_frac, config.drop_renorm, config.drop_prefill)
+        if problem := drop_budget_problem(self.drop.frac, self.budget, self.token_demand_bytes):
+            raise StreamerError(problem)
         self.streamer = ExpertStreamer(
             list(facts.shards), lanes=config.io_threads, o_direct=config.o_direct,
             budget_bytes=self.budget.bytes, trace=record_routes, drop=self.drop,
@@ -103,15 +126,7 @@ class StreamingRuntime:
         self.routes = RouteRecorder(self.streamer, max_route_loads) if record_routes else None
         self.dense_bytes_read = 0
         self.lean: LeanLoadReport | None = None  # set by the session around the model load
-        # One token's worst-case expert demand: every MoE layer routes top-k distinct experts.
-        top_k = config.n_expert_used or facts.n_expert_used
-        self.top_k = top_k
         self._drop_warning = drop_warning(self.drop.frac, top_k)
-        per_layer: dict[int, int] = {}
-        for t in self.experts:
-            per_layer[t.layer] = per_layer.get(t.layer, 0) + t.expert_stride
-        self.expert_bytes = per_layer  # MoE layer -> one expert's bytes, all projections
-        self.token_demand_bytes = sum(b * min(top_k, facts.n_expert) for b in per_layer.values())
         self.warnings = self._warnings()
         self._dense_frac = UNMEASURED
         self._tokens_since_probe = 0
@@ -297,9 +312,11 @@ class StreamingRuntime:
         summary.experts_routed = end.routed - start.routed
         if self.drop.frac > 0:
             summary.experts_dropped = end.experts_dropped - start.experts_dropped
-            examined = end.examined_weight - start.examined_weight
-            dropped = end.dropped_weight - start.dropped_weight
-            summary.drop_weight_pct = 100.0 * dropped / examined if examined > 0 else UNMEASURED
+            # One definition with the replay's: dropped weight over the router's whole decode
+            # weight (every generated token's routing, examined by the rule or not).
+            total = end.decode_weight - start.decode_weight
+            dropped = end.decode_dropped_weight - start.decode_dropped_weight
+            summary.drop_weight_pct = 100.0 * dropped / total if total > 0 else UNMEASURED
         if self.budget.enabled:
             summary.cache_hit_pct = end.hit_pct
             summary.cache_resident_mib = end.resident_now / MIB
@@ -312,8 +329,11 @@ class StreamingRuntime:
             summary.moe_compute_s_per_token = max(0.0, summary.s_per_token - io_s - mgmt_s)
 
     def set_budget_mib(self, mib: float) -> None:
-        self.streamer.set_budget(int(mib * MIB))
-        self.budget = CacheBudget(int(mib * MIB), False, f"set to {mib:g} MiB on the open session")
+        budget = CacheBudget(int(mib * MIB), False, f"set to {mib:g} MiB on the open session")
+        if problem := drop_budget_problem(self.drop.frac, budget, self.token_demand_bytes):
+            raise StreamerError(problem)  # the cache in force stays as it was
+        self.streamer.set_budget(budget.bytes)
+        self.budget = budget
         self.warnings = self._warnings()
 
     def _warnings(self) -> list[str]:

@@ -88,8 +88,9 @@ KEYS: tuple[SummaryKey, ...] = (
                "in the context or restored from the pool) or `disk` (restored from its file)",
                upstream=False),
     SummaryKey("drop_weight_pct", "%.2f", "drop_weight_pct",
-               "router weight the drops discarded this turn, as % of the weight the drop rule "
-               "examined (-1 while dropping is off)", upstream=False),
+               "router weight the drops discarded this turn, as % of the router's whole decode "
+               "weight this turn (every generated token's routing; the replay's definition) "
+               "(-1 while dropping is off)", upstream=False),
     SummaryKey("kv_restore_s", "%.4f", "kv_restore_seconds",
                "time to restore the conversation's KV state (TTFT includes it); -1 when none "
                "was restored", upstream=False),

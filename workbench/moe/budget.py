@@ -47,6 +47,30 @@ def resolve_budget(
     )
 
 
+def drop_budget_problem(frac: float, budget: CacheBudget, token_demand_bytes: int) -> str:
+    """Why dropping cannot run on this cache ("" when it can).
+
+    Dropping skips cold experts: ones the cache misses. A cache smaller than one token's expert
+    demand hits (almost) nothing, so every routed expert is "cold" and the policy degenerates
+    into the unconditional weight cut it exists to avoid. Checked at open (and on a resize),
+    when the model's expert sizes and the budget automatic sizing chose are known.
+    """
+    if frac <= 0 or token_demand_bytes <= 0:
+        return ""
+    if budget.enabled and budget.bytes >= token_demand_bytes:
+        return ""
+    need_mib = -(-token_demand_bytes // MIB)  # whole MiB, rounded up: what --cache-mb takes
+    have = (f"the expert cache is {budget.bytes / MIB:.1f} MiB ({budget.explanation})"
+            if budget.enabled else "there is no expert cache")
+    fix = ("give automatic sizing more room (a lower --cache-floor-mb or a higher "
+           "--cache-ceil-mb) or set --cache-mb" if budget.auto else "set --cache-mb")
+    return (f"dropping cold experts (drop_cold_frac={frac:g}) needs an expert cache of at least "
+            f"one token's expert demand, {token_demand_bytes / MIB:.1f} MiB for this model, but "
+            f"{have}: every routed expert would miss and dropping would cut low-weight experts "
+            f"unconditionally. {fix[0].upper() + fix[1:]} to {need_mib} MiB or more, or set "
+            "--drop-cold-experts 0")
+
+
 def cliff_warning(budget: CacheBudget, token_demand_bytes: int) -> str:
     """A warning when the cache is smaller than one token's expert demand ("" otherwise).
 

@@ -27,6 +27,8 @@ from typing import Any
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType, LlamaFileType
 
+from workbench.file_kind import not_regular
+
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 _SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -286,7 +288,7 @@ def _shard_paths(path: Path) -> list[Path]:
         )
     shards = [path.with_name(f"{m['stem']}-{i:05d}-of-{m['count']}.gguf") for i in
               range(1, count + 1)]
-    missing = [p.name for p in shards if not p.is_file()]
+    missing = [p.name for p in shards if not p.is_file()]  # is_file: a FIFO shard is missing
     if missing:
         raise ModelFileError(
             f"{path.name} is the first of {count} shards, but {len(missing)} "
@@ -303,6 +305,9 @@ def _check_file(path: Path) -> None:
         raise ModelFileError(f"no model file at {path}; check the path (models end in .gguf).")
     if path.is_dir():
         raise ModelFileError(f"{path} is a folder; pass the .gguf model file inside it.")
+    if kind := not_regular(path):  # opening a FIFO would wait for a writer forever
+        raise ModelFileError(f"{path} is {kind}, not a model file; pass the path of a .gguf "
+                             "file.")
     try:
         with path.open("rb") as f:
             head = f.read(4)

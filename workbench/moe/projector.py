@@ -11,6 +11,7 @@ from pathlib import Path
 
 from gguf import GGUFReader
 
+from workbench.file_kind import not_regular
 from workbench.moe.layout import ModelFileError
 
 GGUF_MAGIC = b"GGUF"
@@ -38,6 +39,8 @@ class ProjectorFacts:
 def read_projector_facts(path: str | Path) -> ProjectorFacts:
     """ModelFileError (what is wrong, what to do) unless `path` is a vision projector GGUF."""
     path = Path(path)
+    if kind := not_regular(path):  # opening a FIFO would wait for a writer forever
+        raise ModelFileError(f"the image projector {path} is {kind}, not a file. {_FIX}")
     try:
         with path.open("rb") as f:
             magic = f.read(4)

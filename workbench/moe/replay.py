@@ -11,13 +11,14 @@ the LRU replay's hit rate is the engine's own (a test holds them together on a r
 Belady evicts, at the same points and under the same protection, the entry whose next use is
 farthest away: the ceiling any smarter eviction or prefetcher could reach with this budget.
 
-Dropping replays the engine's cache-aware policy on the LRU: in decode (never the first token
-of a turn, whose layer weights are not known in time), a slot is dropped when it is not the top
-weighted one, its expert is not resident before the load, and its weight is below
-`frac / k`. The dropped slot reads nothing (it is repointed to the top expert). Static top-k
-(`n_expert_used` k-1, k-2) keeps each decode token's first slots. Both report reads avoided (decode
-expert bytes read, against the plain LRU at the same budget) and the router weight mass
-discarded (dropped weight over all decode weight), which needs weights in the trace.
+Dropping replays the engine's cache-aware policy on the LRU: on every generated token (the first
+of a turn included: the engine learns each layer's weight chain on the session's first prompt),
+a slot is dropped when it is not the top weighted one, its expert is not resident before the
+load, and its weight is below `frac / k` (k the load's own top-k). The dropped slot reads nothing
+(it is repointed to the top expert). Static top-k (`n_expert_used` k-1, k-2) keeps each decode
+token's first slots. Both report reads avoided (decode expert bytes read, against the plain LRU
+at the same budget) and the router weight mass discarded: dropped weight over the router's
+total decode weight, the engine's `drop_weight_pct` definition. That needs weights in the trace.
 """
 
 from __future__ import annotations
@@ -220,12 +221,6 @@ def replay_drop(loads: Sequence[tuple[int, RouteLoad]], expert_bytes: dict[int, 
                 budget_bytes: int, frac: float, base: CacheResult) -> WhatIf:
     """The cache-aware drop policy at `frac`, on the LRU, against the plain LRU `base`."""
     seq = lookups(loads)
-    # The engine never drops on a turn's first generated token (the layer's weight chain is
-    # learned on it); the replay spares the same token.
-    first_step: dict[int, int] = {}
-    for turn, ld in loads:
-        if ld.phase is Phase.DECODE:
-            first_step[turn] = min(first_step.get(turn, ld.first_step), ld.first_step)
     dropped_mass = 0.0
     dropped_slots = 0
     decode_slots = 0
@@ -233,7 +228,7 @@ def replay_drop(loads: Sequence[tuple[int, RouteLoad]], expert_bytes: dict[int, 
     # The drop decision needs residency before the load, which depends on earlier drops: run the
     # LRU one load at a time, editing each load's lookups as it is reached.
     state = _IncrementalLru(expert_bytes, budget_bytes)
-    for (turn, ld), lk in zip(loads, seq, strict=True):
+    for (_, ld), lk in zip(loads, seq, strict=True):
         if ld.phase is not Phase.DECODE:
             state.step(lk)
             edited.append(lk)
@@ -247,8 +242,7 @@ def replay_drop(loads: Sequence[tuple[int, RouteLoad]], expert_bytes: dict[int, 
             for j in range(k):
                 decode_slots += 1
                 e = int(ld.experts[t, j])
-                if (ld.first_step != first_step[turn] and j != top and w[j] < thr
-                        and not state.resident(ld.layer, e)):
+                if j != top and w[j] < thr and not state.resident(ld.layer, e):
                     dropped_slots += 1
                     dropped_mass += float(w[j])
                     continue

@@ -34,6 +34,36 @@ class DropPolicy:
 DEBUG_POISON_UNLOADED = 1  # unloaded expert slices hold 0xFF bytes (NaN): any read shows
 DEBUG_NO_REPOINT = 2  # dropped slots keep their expert id (the poison guard's negative control)
 DEBUG_LOST_TERMINAL = 4  # every layer learns a terminal weight node that never appears
+DEBUG_NO_PIN = 8  # the row's top slot may be dropped too (the pin's negative control)
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedRow:
+    """One token row after the native drop rule (`drop_row`)."""
+
+    weights: np.ndarray  # float32 (k,): 0 where dropped, survivors rescaled under renorm
+    ids: np.ndarray  # int32 (k,): dropped slots repointed to the top expert
+    dropped: np.ndarray  # bool (k,)
+    dropped_weight: float  # before renormalisation
+    total_weight: float
+
+
+def drop_row(weights: np.ndarray, ids: np.ndarray, resident: np.ndarray, frac: float,
+             renorm: bool = True, *, pin_top: bool = True) -> DroppedRow:
+    """The engine's own drop rule on one row (native/src/drop_policy.cpp), for tests and tools.
+
+    `pin_top=False` is the pin's negative control; the product never sets it."""
+    lib = native.load()
+    w = np.ascontiguousarray(weights, dtype=np.float32).copy()
+    e = np.ascontiguousarray(ids, dtype=np.int32).copy()
+    r = np.ascontiguousarray(resident, dtype=np.uint8)
+    if not (len(w) == len(e) == len(r) > 0):
+        raise ValueError("weights, ids and resident must be non-empty rows of one length")
+    out = np.zeros(len(w), dtype=np.uint8)
+    dropped_w, total_w = ctypes.c_double(), ctypes.c_double()
+    lib.wb_drop_row(len(w), w.ctypes.data, e.ctypes.data, r.ctypes.data, frac, int(renorm),
+                    int(pin_top), out.ctypes.data, ctypes.byref(dropped_w), ctypes.byref(total_w))
+    return DroppedRow(w, e, out.astype(bool), dropped_w.value, total_w.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +89,9 @@ class StreamCounters:
     experts_dropped: int
     o_direct: bool
     lanes: int
-    dropped_weight: float  # router weight of the dropped slots
-    examined_weight: float  # router weight of every slot the drop rule examined
+    # The weight mass dropped is decode_dropped_weight / decode_weight (the replay's definition).
+    decode_dropped_weight: float  # router weight of the slots dropped while decoding
+    decode_weight: float  # router weight of every decode routing while dropping is on
 
     @property
     def hit_pct(self) -> float:

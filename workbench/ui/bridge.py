@@ -24,6 +24,7 @@ from workbench.config import Config
 from workbench.engine.engine_thread import EngineThread
 from workbench.engine.images import ImageInput
 from workbench.engine.kv_pool import HeldState
+from workbench.engine.kv_spill import remove_states
 from workbench.engine.requests import (
     Forecast,
     GenerateRequest,
@@ -229,6 +230,16 @@ class EngineBridge:
             return []
         return await self._call(lambda: self._require().kv_pool.listing())
 
+    async def forget_conversation(self, conversation: str) -> None:
+        """A conversation was deleted: drop its kept KV state, in memory and on disk (files of
+        every model and setting, also with no model open). Off the UI thread."""
+        if self._session is not None:
+            await self._call(lambda: self._require().forget_conversation(conversation))
+        if self._kv_dir is not None:
+            kv_dir = self._kv_dir
+            await asyncio.get_running_loop().run_in_executor(
+                None, remove_states, kv_dir, conversation)
+
     async def reset_conversation(self) -> None:
         await self._call(lambda: self._require().reset_conversation())
 
@@ -247,8 +258,9 @@ class EngineBridge:
         return await self._call(job)
 
     async def kv_tokens(self) -> int:
-        """Tokens the context holds now (for the context gauge)."""
-        return await self._call(lambda: len(self._require().kv_tokens))
+        """KV cells the context uses now (for the context gauge): its tokens, and one cell per
+        embedding of an M-RoPE image, more than the positions it takes."""
+        return await self._call(lambda: self._require().kv_cells)
 
     # ---- generation -----------------------------------------------------------------------------
 

@@ -171,6 +171,7 @@ class QtMainWindow(QMainWindow):
             db, self.conversation_list, self.notice, self._open_conversation,
             lambda: self.chat.conversation_id, self.tasks.spawn, self,
             busy=lambda: self.chat.generating,
+            forget_state=lambda cid: bridge.forget_conversation(str(cid)),
         )
         # The store banner's buttons are the salvage's (read when the banner shows them).
         self.banner = StoreBanner(self.store_banner, db, self.setWindowTitle,

@@ -48,3 +48,6 @@ class Architecture:
     problems: Callable[[SynthSpec], list[str]] = _no_problems  # its own validation
     dense_leading_layers: int = 0  # layers without experts (spec_for's size target adds them)
     churns: bool = False  # the churning recipe (SynthSpec.churn) is built for it
+    # Its loader reads `expert_weights_norm`, so SynthSpec.router_norm=False leaves the router's
+    # top-k weights unnormalised (its tail_metadata writes the key from the spec).
+    reads_weights_norm: bool = False

@@ -69,6 +69,12 @@ class SynthSpec:
     copy_gain: float = 1.0  # churn: how strongly attention copies recent tokens into the stream
     repeat_gain: float = 30.0  # churn: how strongly the head avoids tokens in the stream
     router_zipf: float = 0.2  # churn: router row scales fall as rank^-zipf (popularity skew)
+    # False: the router's top-k weights are used as the gating function gives them, without
+    # rescaling them to sum to 1 (gguf `<arch>.expert_weights_norm`). Only architectures whose
+    # loader reads that key take it (Architecture.reads_weights_norm); llama.cpp always
+    # normalises the others. Dropping's rules (the pinned top expert, renormalisation to the
+    # row's own total) can only be told apart on such a router.
+    router_norm: bool = True
     # Layout of the output file(s).
     split_max_tensors: int = 0  # >0: split into <stem>-0000i-of-0000K.gguf shards
     # Damage for negative controls; the rest of the file stays byte-identical.

@@ -31,6 +31,11 @@ def _validate(spec: SynthSpec) -> None:
         problems.append(f"the churning recipe (churn) is built for {churning} only")
     if spec.churn and spec.n_head_kv * spec.head_dim > spec.n_embd:
         problems.append("churn needs n_head_kv * head_dim <= n_embd (the token subspace)")
+    if not spec.router_norm and arch is not None and not arch.reads_weights_norm:
+        readers = ", ".join(a.name for a in ARCHITECTURES.values() if a.reads_weights_norm)
+        problems.append(f"router_norm=False needs an arch whose loader reads "
+                        f"expert_weights_norm ({readers}); llama.cpp always normalises "
+                        f"{spec.arch}'s router")
     if arch is not None:
         problems += arch.problems(spec)
     quantized = [t for t in (spec.expert_type, spec.dense_type) if t.startswith("Q")]

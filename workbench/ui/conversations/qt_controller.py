@@ -31,9 +31,12 @@ class ConversationsController:
         open_conversation: Callable[[int | None], Awaitable[None]],
         current: Callable[[], int | None], spawn: Callable[..., object], parent: QWidget,
         busy: Callable[[], bool] = lambda: False,
+        forget_state: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
+        """`forget_state(id)` drops a deleted conversation's kept KV state (memory and disk)."""
         self.db, self.view, self.notice = db, view, notice
         self._busy = busy  # an answer is streaming: the chat will not switch conversations
+        self._forget_state = forget_state
         self._open = open_conversation
         self._current = current
         self._spawn = spawn
@@ -81,6 +84,10 @@ class ConversationsController:
         await self.db.call(lambda s: s.delete_conversation(conversation_id))
         if self._current() == conversation_id:
             await self.open(None)
+        if self._forget_state is not None:
+            # Its model state is not kept for an undo: restoring the conversation brings its
+            # messages back, and its next turn reads them again.
+            await self._forget_state(conversation_id)
         await self.refresh()
         self.notice.show_info(f"Deleted “{conv.title or 'Untitled'}”.", "Undo",
                               lambda: self._spawn(self.undo_delete(conversation_id)))

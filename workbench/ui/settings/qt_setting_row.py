@@ -30,6 +30,8 @@ RELOAD_NOTE = "reopens the model"
 def hint_text(s: Setting) -> str:
     """The one line under the editor: what it does, its default, and whether it reopens."""
     parts = [s.help, f"default {format_value(s, s.default, unit=True)}"]
+    if s.app_default is not None and s.gate is not None:
+        parts[-1] += f", {_rung(s, s.app_default)} while {s.gate[0]}"
     if s.scope == "load":
         parts.append(RELOAD_NOTE)
     return " · ".join(parts)
@@ -37,6 +39,10 @@ def hint_text(s: Setting) -> str:
 
 def tooltip_text(s: Setting) -> str:
     lines = [s.help + ".", f"Default: {format_value(s, s.default, unit=True)}."]
+    if s.app_default is not None and s.gate is not None:
+        lines[-1] = (f"Default: {_rung(s, s.app_default)} while {s.gate[0]}, otherwise "
+                     f"{format_value(s, s.default, unit=True)} (the command line's default is "
+                     f"always {format_value(s, s.default, unit=True)}).")
     if specials := specials_text(s):
         lines.append(f"Special values: {specials}.")
     if s.requires or s.gate:
@@ -45,6 +51,11 @@ def tooltip_text(s: Setting) -> str:
                  else "Applies to the next answer; the model stays open.")
     lines.append(f"CLI: {', '.join(s.flags)}")
     return "\n".join(lines)
+
+
+def _rung(s: Setting, value: Any) -> str:
+    """A value by its rung's label where it has one ("75 %"), else as format_value shows it."""
+    return dict(s.rungs).get(value) or format_value(s, value, unit=True)
 
 
 class QtSettingRow(QWidget):

@@ -26,7 +26,12 @@ from PySide6.QtWidgets import (
 
 from workbench.config import GROUPS, SETTINGS, Config
 from workbench.ui.qt_text_style import SMALL_PX, dim_text, tone_text
-from workbench.ui.settings.evaluate import REOPEN_TEXT, Evaluation, evaluate
+from workbench.ui.settings.evaluate import (
+    REOPEN_TEXT,
+    Evaluation,
+    evaluate,
+    follow_app_defaults,
+)
 from workbench.ui.settings.qt_setting_row import QtSettingRow
 
 
@@ -134,7 +139,10 @@ class QtSettingsPanel(QWidget):
     # ---- internals ----------------------------------------------------------------------------
 
     def _edited(self, name: str, value: Any) -> None:
-        self._pending = self._pending.replace(**{name: value})
+        before = self._pending
+        self._pending = follow_app_defaults(before, before.replace(**{name: value}))
+        if self._pending != before.replace(**{name: value}):
+            self._show_values()  # a setting followed its window default (dropping)
         self._refresh()
 
     def _show_values(self) -> None:

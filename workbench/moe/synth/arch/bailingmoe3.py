@@ -103,7 +103,7 @@ def _add_bailingmoe3_metadata(w: GGUFWriter, spec: SynthSpec) -> None:
     w.add_uint32(f"{arch}.expert_shared_count", 1)
     w.add_uint32(f"{arch}.leading_dense_block_count", 0)
     w.add_uint32(f"{arch}.expert_gating_func", 2)  # sigmoid, as Ling's routers
-    w.add_bool(f"{arch}.expert_weights_norm", True)
+    w.add_bool(f"{arch}.expert_weights_norm", spec.router_norm)
     w.add_float32(f"{arch}.expert_weights_scale", 1.0)
 
 
@@ -114,4 +114,5 @@ def _problems(spec: SynthSpec) -> list[str]:
 
 
 ARCH = Architecture("bailingmoe3", rank=2, plans=_bailingmoe3_plans,
-                    attention_metadata=_add_bailingmoe3_metadata, problems=_problems)
+                    attention_metadata=_add_bailingmoe3_metadata, problems=_problems,
+                    reads_weights_norm=True)

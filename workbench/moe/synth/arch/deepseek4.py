@@ -116,7 +116,7 @@ def _add_deepseek4_metadata(w: GGUFWriter, spec: SynthSpec) -> None:
     w.add_uint32(f"{arch}.attention.sliding_window", spec.n_ctx_train)
     w.add_uint32(f"{arch}.expert_shared_count", 1)
     w.add_float32(f"{arch}.expert_weights_scale", 1.0)
-    w.add_bool(f"{arch}.expert_weights_norm", True)
+    w.add_bool(f"{arch}.expert_weights_norm", spec.router_norm)
     w.add_float32(f"{arch}.swiglu_clamp_exp", 10.0)
     w.add_uint32(f"{arch}.attention.indexer.head_count", _DSV4_INDEXER_HEADS)
     w.add_uint32(f"{arch}.attention.indexer.key_length", _DSV4_INDEXER_DIM)
@@ -140,4 +140,5 @@ def _problems(spec: SynthSpec) -> list[str]:
 
 
 ARCH = Architecture("deepseek4", rank=3, plans=_deepseek4_plans,
-                    attention_metadata=_add_deepseek4_metadata, problems=_problems)
+                    attention_metadata=_add_deepseek4_metadata, problems=_problems,
+                    reads_weights_norm=True)
