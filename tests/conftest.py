@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Nothing a test runs writes to the user's data folder (conversations, window memory, the
+# expert-routing frequencies warm start keeps): its commands and subprocesses get a folder of
+# the run's own. A test that needs another sets WORKBENCH_DATA_DIR itself.
+os.environ.setdefault("WORKBENCH_DATA_DIR", tempfile.mkdtemp(prefix="workbench-test-data-"))
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

@@ -142,15 +142,17 @@ def test_drop_cold_experts_offers_its_rungs_and_waits_for_the_cache(qtbot, panel
 
 def test_streaming_off_while_dropping_greys_dropping_out_and_applies_without_it(qtbot, panel):
     """Issue #29: turning streaming off with dropping set must not block Apply with an error
-    under a row screens away; dropping greys out (it needs the cache), is ignored, says why."""
-    streaming = Config(moe_stream=True, cache_mb=512, drop_cold_frac=0.75, drop_prefill=True)
+    under a row screens away; dropping greys out (it needs the cache), is ignored, says why.
+    A chosen value (50 %, not the window's 75 % default, which goes back to off with the cache:
+    issue #23) is kept."""
+    streaming = Config(moe_stream=True, cache_mb=512, drop_cold_frac=0.5, drop_prefill=True)
     panel.set_config(streaming)
     row = panel.rows["drop_cold_frac"]
     assert row.active
     edit(panel, "moe_stream", False)
     assert not row.active and shown(row.reason)
     assert "Ignored" in row.reason.text() and "expert streaming is on" in row.reason.text()
-    assert row.editor.value() == 0.75  # kept where the user set it, greyed
+    assert row.editor.value() == 0.5  # kept where the user set it, greyed
     assert not any(shown(r.problem) for r in panel.rows.values())
     assert "problem" not in panel.status_label.text()
     assert not panel.rows["drop_prefill"].active  # it follows dropping, which is ignored
@@ -161,7 +163,7 @@ def test_streaming_off_while_dropping_greys_dropping_out_and_applies_without_it(
     assert reopen is True and not config.moe_stream
     assert config.drop_cold_frac == 0.0 and validate(config) == []  # ignored, not applied
     assert panel.current == config and panel.status_label.text() == "No changes"
-    assert not row.active and row.editor.value() == 0.75
+    assert not row.active and row.editor.value() == 0.5
 
 
 def test_impossible_combinations_show_inline_and_block_apply(qtbot, panel):
