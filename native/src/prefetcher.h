@@ -37,7 +37,6 @@ private:
     void run();
 
     std::unique_ptr<FileSet> files_;
-    std::thread thread_;
     std::mutex mu_;
     std::condition_variable cv_;
     std::vector<ReadJob> jobs_;
@@ -45,6 +44,10 @@ private:
     bool stop_ = false;
     std::string error_;
     uint64_t bytes_ = 0, read_ns_ = 0;
+    // Last: members start in declaration order, and run() must find the mutex, the condition
+    // and the flags built before the thread starts (declared first, it raced their
+    // construction and could miss a wake-up, hanging the eval thread in wait()).
+    std::thread thread_;
 };
 
 }  // namespace wb
