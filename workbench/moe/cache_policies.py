@@ -154,14 +154,7 @@ class PolicyCache:
             self.transient_admissions += entry.transient
             self.resident_bytes += size
         r = self.result
-        missed = (len(lk.experts) - hits) * size
-        r.lookups += len(lk.experts)
-        r.hits += hits
-        r.miss_bytes += missed
-        if lk.decode:
-            r.decode_lookups += len(lk.experts)
-            r.decode_hits += hits
-            r.decode_miss_bytes += missed
+        r.count(len(lk.experts), hits, (len(lk.experts) - hits) * size, lk.decode)
         self._evict(lk.layer)
         if self.prefetch and lk.decode:
             self._prefetch(lk)

@@ -61,6 +61,16 @@ class CacheResult:
     decode_miss_bytes: int = 0
     decode_tokens: int = 0
 
+    def count(self, lookups: int, hits: int, missed_bytes: int, decode: bool) -> None:
+        """Tally one load: `lookups` experts looked up, `hits` of them resident."""
+        self.lookups += lookups
+        self.hits += hits
+        self.miss_bytes += missed_bytes
+        if decode:
+            self.decode_lookups += lookups
+            self.decode_hits += hits
+            self.decode_miss_bytes += missed_bytes
+
     @property
     def hit_pct(self) -> float:
         """Hits over every lookup, prefill included: what the engine's counter reports."""
@@ -185,14 +195,7 @@ def replay_belady(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_by
                 sizes[k] = size
             resident_next[k] = nxt
             heapq.heappush(heap, (-nxt, k))
-        missed = (len(keys) - hits) * size
-        out.lookups += len(keys)
-        out.hits += hits
-        out.miss_bytes += missed
-        if lk.decode:
-            out.decode_lookups += len(keys)
-            out.decode_hits += hits
-            out.decode_miss_bytes += missed
+        out.count(len(keys), hits, (len(keys) - hits) * size, lk.decode)
         protected = set(keys)
         held: list[tuple[float, int]] = []
         while resident > budget_bytes and heap:
@@ -335,14 +338,7 @@ class _IncrementalLru:
                 self.cache[key] = size
                 self.bytes += size
         r = self.result
-        missed = (len(lk.experts) - hits) * size
-        r.lookups += len(lk.experts)
-        r.hits += hits
-        r.miss_bytes += missed
-        if lk.decode:
-            r.decode_lookups += len(lk.experts)
-            r.decode_hits += hits
-            r.decode_miss_bytes += missed
+        r.count(len(lk.experts), hits, (len(lk.experts) - hits) * size, lk.decode)
         # Evict from the tail. Everything this load touched sits at the MRU end, so stopping at
         # the first protected tail entry is the engine's "tail not stamped this generation".
         if self.bytes > self.budget:
