@@ -285,8 +285,6 @@ def test_a_client_that_leaves_mid_stream_stops_its_generation(served):
     assert _chat(served.client(), QUESTION).choices[0].finish_reason in ("stop", "length")
 
 
-@pytest.mark.xfail(strict=False, reason="open defect (#25, see the closing note): after the merges "
-                   "a non-streaming client that leaves was not always noticed in 5 s")
 def test_a_client_that_leaves_a_whole_answer_stops_it_too(served):
     n_before = len(served.recorder.ended)
     body = {**COUNTING, "max_tokens": 600}
@@ -294,4 +292,6 @@ def test_a_client_that_leaves_a_whole_answer_stops_it_too(served):
         httpx.post(served.base + "/completions", json=body, timeout=0.5)
     assert served.idle(5)
     request, result = served.recorder.ended[n_before]
-    assert result.stop_reason == "stopped" and served.recorder.tokens[request.id] < 600
+    # It left after 0.5 s (some 50 tokens at this model's pace); the engine stopped soon after,
+    # far from the 600 it would have run to unheard.
+    assert result.stop_reason == "stopped" and served.recorder.tokens[request.id] < 300
