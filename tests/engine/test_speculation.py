@@ -11,6 +11,7 @@ from workbench.engine.metrics_reader import read_metrics_csv
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import SPEC_GREEDY_ONLY, Session, SessionError
 from workbench.engine.sinks import CsvMetricsSink
+from workbench.engine.spec.speculator import Speculator
 
 pytestmark = pytest.mark.slow
 
@@ -74,6 +75,27 @@ def test_every_row_says_what_was_drafted_and_kept_and_the_file_has_it(
     summaries = {int(x["turn"]): x for x in mf.summaries}
     assert summaries[0]["mtp_accepted"] == s.spec_accepted
     assert summaries[0]["spec"] == "ngram"
+
+
+def test_the_policy_is_timed_by_every_decode_of_the_turn(
+        tmp_path: Path, chat_model_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The draft policy weighs drafts by this machine's decode costs: the turn loop must give
+    it each decode's size and time, verify steps and plain decodes alike."""
+    timed: list[tuple[int, int]] = []
+    original = Speculator.decoded
+
+    def spy(self: Speculator, n_fed: int, ns: int) -> None:
+        timed.append((n_fed, ns))
+        original(self, n_fed, ns)
+
+    monkeypatch.setattr(Speculator, "decoded", spy)
+    path = tmp_path / "run.csv"
+    with CsvMetricsSink(path) as sink, Session.open(
+            _config(chat_model_path, spec="ngram"), sink=sink) as session:
+        assert session.generate(GenerateRequest(text=QUOTE)).ok
+    firsts = [r for r in read_metrics_csv(path).rows if r["turn"] == 0 and r["drafted"] == 0]
+    assert [n for n, _ in timed] == [r["draft_len"] + 1 for r in firsts]
+    assert any(n > 1 for n, _ in timed) and all(ns > 0 for _, ns in timed)
 
 
 def test_a_plain_turn_says_speculation_was_off(open_session, chat_model_path: Path) -> None:

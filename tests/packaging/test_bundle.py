@@ -1,5 +1,6 @@
 """The desktop bundle starts with no Python of ours: its own executable, offscreen, chats with the
-bundled default model and writes a screenshot.
+bundled default model and writes a screenshot; `serve` answers the OpenAI API (uvicorn imports
+its protocol and loop modules by name, which PyInstaller's analysis cannot see).
 
 Building the bundle takes minutes (PyInstaller analyses Qt and copies ~700 MB), more than the
 suite's budget, so this test is marked `bundle` and left out of the default run
@@ -10,11 +11,15 @@ bundle in WORKBENCH_BUNDLE_DIR it checks that one; otherwise it builds one with 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
+from tests.server.conftest import free_port
 from workbench.paths import REPO_ROOT
 
 pytestmark = pytest.mark.bundle
@@ -63,3 +68,31 @@ def test_the_bundle_starts_and_takes_a_screenshot(bundle: Path, tmp_path: Path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     assert not (tmp_path / "home" / ".cache" / "workbench" / "models").exists()
+
+
+def test_the_bundle_serves_the_openai_api(bundle: Path, tmp_path: Path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([str(bundle / "workbench"), "serve", "--port", str(port)],
+                            cwd=tmp_path, env=_bare_env(tmp_path), stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, proc.stderr.read()[-4000:] if proc.stderr else ""
+            assert time.monotonic() < deadline, "the bundle's server did not come up"
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        reply = httpx.post(url + "/v1/completions", timeout=120, json={
+            "prompt": "1, 2, 3, 4,", "max_tokens": 4, "temperature": 0})
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["choices"][0]["text"].strip()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, proc.stderr.read()[-4000:] if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -145,6 +145,8 @@ class TurnLoop:
             if rc != 0:
                 stop, error = self._decode_failure(rc, len(rows))
                 break
+            if spec is not None:
+                spec.decoded(1 + len(drafts), t1 - t0)
             if drafts:
                 assert spec is not None
                 verified = spec.verify(tok, drafts, p.pick_row)

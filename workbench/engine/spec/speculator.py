@@ -75,7 +75,13 @@ class Speculator:
                 return drafts[:i]
         return drafts
 
+    def decoded(self, n_fed: int, ns: int) -> None:
+        """A decode of `n_fed` tokens (1: plain; more: a verify step) took `ns`: the policy
+        weighs what a draft costs by what decodes cost on this machine."""
+        self.policy.timed(n_fed, ns)
+
     def verify(self, fed0: int, drafts: list[int], pick_row: Callable[[int], int]) -> Verified:
+        """Call `decoded` for the verify step first."""
         n_acc, nxt = accept(drafts, pick_row)
         self.policy.observe(len(drafts), n_acc)
         t = self.tally
