@@ -18,8 +18,6 @@ measured side by side on the bench model (issue 24).
 
 from __future__ import annotations
 
-import heapq
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +37,7 @@ from workbench.config import Config
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import Session
 from workbench.moe.cache_policies import POLICIES, replay_policy
-from workbench.moe.replay import Lookup, _entry_key, lookups
+from workbench.moe.replay import Lookup, belady_hits, lookups
 
 MIB = 1 << 20
 Log = Callable[[str], None]
@@ -113,56 +111,9 @@ def replayed_hits(turn: list[Lookup], expert_bytes: dict[int, int], budget: int,
         warm = replay_policy(turn, expert_bytes, budget, policy)  # online: the same prefix
         n = whole.lookups - warm.lookups
         out[policy] = 100.0 * (whole.hits - warm.hits) / n if n else -1.0
-    tally = _belady_per_load(seq_all, expert_bytes, budget)[len(turn):]
-    n = sum(lk for _, lk in tally)
-    out["belady"] = 100.0 * sum(h for h, _ in tally) / n if n else -1.0
-    return out
-
-
-def _belady_per_load(seq: list[Lookup], expert_bytes: dict[int, int], budget: int
-                     ) -> list[tuple[int, int]]:
-    """(hits, lookups) per load of `replay_belady`'s schedule (the same rules, tallied per load
-    so that a warm-up prefix can be left out while its decisions still see the future)."""
-
-    never = math.inf
-    next_use: list[list[float]] = [[] for _ in seq]
-    seen: dict[int, float] = {}
-    for i in range(len(seq) - 1, -1, -1):
-        keys = [_entry_key(seq[i].layer, e) for e in seq[i].experts]
-        next_use[i] = [seen.get(k, never) for k in keys]
-        for k in keys:
-            seen[k] = i
-    resident_next: dict[int, float] = {}
-    sizes: dict[int, int] = {}
-    heap: list[tuple[float, int]] = []
-    resident = 0
-    out: list[tuple[int, int]] = []
-    for i, lk in enumerate(seq):
-        size = expert_bytes[lk.layer]
-        keys = [_entry_key(lk.layer, e) for e in lk.experts]
-        hits = 0
-        for k, nxt in zip(keys, next_use[i], strict=True):
-            if k in resident_next:
-                hits += 1
-            else:
-                resident += size
-                sizes[k] = size
-            resident_next[k] = nxt
-            heapq.heappush(heap, (-nxt, k))
-        out.append((hits, len(keys)))
-        protected = set(keys)
-        held = []
-        while resident > budget and heap:
-            neg, k = heapq.heappop(heap)
-            if resident_next.get(k) != -neg:
-                continue
-            if k in protected:
-                held.append((neg, k))
-                continue
-            del resident_next[k]
-            resident -= sizes.pop(k)
-        for item in held:
-            heapq.heappush(heap, item)
+    measured = list(belady_hits(seq_all, expert_bytes, budget))[len(turn):]
+    n = sum(len(lk.experts) for lk in seq_all[len(turn):])
+    out["belady"] = 100.0 * sum(measured) / n if n else -1.0
     return out
 
 

@@ -28,10 +28,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     )
     stream.add_argument("--which", default="machinery,memory,io,load,threads",
                         help="comma-separated: machinery, memory, io, load, threads, routing")
-    stream.add_argument("-m", "--model", type=Path,
-                        help="MoE GGUF to use (default: a generated bench-size synthetic MoE)")
-    stream.add_argument("--gib", type=float, default=2.0,
-                        help="size of the generated synthetic model's experts (GiB)")
+    _add_bench_model(stream)
     stream.add_argument("--repeats", type=int, default=5)
     stream.add_argument("-n", "--tokens", type=int, default=64, help="tokens per run")
     stream.add_argument("-t", "--threads", type=int, default=2)
@@ -48,10 +45,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     drop = kinds.add_parser(
         "drop", help="cache-aware expert dropping vs off under a memory balloon, with the "
                      "replay's predicted reads avoided")
-    drop.add_argument("-m", "--model", type=Path,
-                      help="MoE GGUF to use (default: a generated bench-size synthetic MoE)")
-    drop.add_argument("--gib", type=float, default=2.0,
-                      help="size of the generated synthetic model's experts (GiB)")
+    _add_bench_model(drop)
     drop.add_argument("--frac", type=float, default=0.75, help="drop_cold_frac of the drop arm")
     drop.add_argument("--repeats", type=int, default=5)
     drop.add_argument("-n", "--tokens", type=int, default=256, help="tokens per run")
@@ -79,10 +73,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     policy = kinds.add_parser(
         "policy", help="expert cache policies vs LRU (and Belady), prefetch on/off, cache off "
                        "vs O_DIRECT bandwidth, on the bench model")
-    policy.add_argument("-m", "--model", type=Path,
-                        help="MoE GGUF to use (default: a generated bench-size synthetic MoE)")
-    policy.add_argument("--gib", type=float, default=2.0,
-                        help="size of the generated synthetic model's experts (GiB)")
+    _add_bench_model(policy)
     policy.add_argument("--budgets", default="200,800",
                         help="comma-separated cache budgets in MiB (the first picks the best)")
     policy.add_argument("--repeats", type=int, default=4)
@@ -331,3 +322,11 @@ def run_matrix_cmd(args: argparse.Namespace) -> int:
     print(result.text, end="")
     log(f"{len(result.runs)} metrics files, matrix.json and compare.txt in {out}")
     return 0
+
+
+def _add_bench_model(parser: argparse.ArgumentParser) -> None:
+    """The streamed benches' model: a given MoE GGUF, or the generated bench model."""
+    parser.add_argument("-m", "--model", type=Path,
+                        help="MoE GGUF to use (default: a generated bench-size synthetic MoE)")
+    parser.add_argument("--gib", type=float, default=2.0,
+                        help="size of the generated synthetic model's experts (GiB)")

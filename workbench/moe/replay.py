@@ -26,7 +26,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -159,6 +159,17 @@ def replay_belady(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_by
                   preloaded: Sequence[tuple[int, int]] = ()) -> CacheResult:
     """The optimal offline policy at the engine's granularity: evict farthest next use first."""
     out = CacheResult(budget_bytes, decode_tokens=_count_tokens(seq))
+    for lk, hits in zip(seq, belady_hits(seq, expert_bytes, budget_bytes, preloaded),
+                        strict=True):
+        n = len(lk.experts)
+        out.count(n, hits, (n - hits) * expert_bytes[lk.layer], lk.decode)
+    return out
+
+
+def belady_hits(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_bytes: int,
+                preloaded: Sequence[tuple[int, int]] = ()) -> Iterator[int]:
+    """The hits of each load under Belady's schedule, in order (per load, so that a caller may
+    leave a warm-up prefix out of its tally while the decisions there still see the future)."""
     # next_use[i][j]: index of the next load that looks up seq[i].experts[j] again.
     next_use: list[list[float]] = [[] for _ in seq]
     seen: dict[int, float] = {}
@@ -195,7 +206,7 @@ def replay_belady(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_by
                 sizes[k] = size
             resident_next[k] = nxt
             heapq.heappush(heap, (-nxt, k))
-        out.count(len(keys), hits, (len(keys) - hits) * size, lk.decode)
+        yield hits
         protected = set(keys)
         held: list[tuple[float, int]] = []
         while resident > budget_bytes and heap:
@@ -209,7 +220,6 @@ def replay_belady(seq: Sequence[Lookup], expert_bytes: dict[int, int], budget_by
             resident -= sizes.pop(k)
         for item in held:
             heapq.heappush(heap, item)
-    return out
 
 
 # ---- lossy what-ifs -----------------------------------------------------------------------------

@@ -77,7 +77,7 @@ class DraftPolicy:
         cap = max(0, min(self.length, self.draft_max, remaining - 1))
         if cap <= 0 or self.kept + self.broken <= 0:
             return cap  # nothing to draft, or no verify step to estimate from yet
-        best = best_length(self.p_keep, self.step_cost(2) - 1.0, cap)
+        best = best_length(self.p_keep, self.row_cost, cap)
         if best > 0:
             return best
         if self.probe_due:  # after a pause one token is drafted: the probe that finds repeats
@@ -100,11 +100,15 @@ class DraftPolicy:
         elif self.plain_ns > 0:
             self.row_ns = _smoothed(self.row_ns, max(0.0, (ns - self.plain_ns) / (n_fed - 1)))
 
+    @property
+    def row_cost(self) -> float:
+        """What a verify row past the first costs, in plain decodes."""
+        measured = self.plain_ns > 0 and self.row_ns >= 0
+        return self.row_ns / self.plain_ns if measured else PRIOR_ROW_COST
+
     def step_cost(self, n_fed: int) -> float:
         """A decode of `n_fed` tokens, in plain decodes."""
-        measured = self.plain_ns > 0 and self.row_ns >= 0
-        row = self.row_ns / self.plain_ns if measured else PRIOR_ROW_COST
-        return 1.0 + (n_fed - 1) * row
+        return 1.0 + (n_fed - 1) * self.row_cost
 
     def observe(self, drafted: int, accepted: int) -> None:
         """What the last verify step kept of its draft (time it first: `timed`)."""
