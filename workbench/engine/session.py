@@ -20,6 +20,7 @@ from workbench.backend import llama, mtmd
 from workbench.backend.abort import AbortFlag
 from workbench.config import Config, signature, validate
 from workbench.engine.chat.fallback import fallback_template
+from workbench.engine.chat.formats import PLAIN, detect_reasoning_format
 from workbench.engine.chat.history import assistant_history_message, find_divergence
 from workbench.engine.chat.reasoning import ContinueError
 from workbench.engine.chat.template import ChatTemplate
@@ -319,6 +320,12 @@ class Session:
     @property
     def chat_mode(self) -> bool:
         return self._template is not None
+
+    @property
+    def reasons(self) -> bool:
+        """The chat template marks reasoning: without such markers the model cannot think, and
+        the window shows its Thinking switch off (issue 39)."""
+        return detect_reasoning_format(self._template) is not PLAIN
 
     @property
     def n_ctx(self) -> int:
