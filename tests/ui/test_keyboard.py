@@ -103,7 +103,6 @@ def test_a_keyboard_only_walk(qtbot, make_window, model_config):
     qtbot.waitUntil(lambda: chat.turns_done > done and not chat.generating, timeout=WAIT)
     answer = _last(window, "assistant")
     assert answer.shown.status == "stopped" and can_continue(answer.shown)
-    n_stopped = len(answer.shown.content)
 
     # Help lists the keys, every one the menus bind among them.
     from PySide6.QtGui import QKeySequence

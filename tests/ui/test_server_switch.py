@@ -24,7 +24,7 @@ def test_the_window_serves_its_model_and_plots_the_requests(qtbot, make_window, 
     switch = window.server_switch
     switch.port = free_port()
     switch.action.setChecked(True)  # what the menu item does
-    qtbot.waitUntil(lambda: switch.running and "no request yet" in switch.label.text()
+    qtbot.waitUntil(lambda: (switch.running and "no request yet" in switch.label.text())
                     or not switch.action.isChecked(), timeout=WAIT)
     assert switch.running, switch.label.text()
     # A plain HTTP request, as curl makes it.
