@@ -4,7 +4,7 @@
 stream), its context, the abort flag, the expert streamer, the chat template, the image projector
 and the draft model, and the prompt builder over them. A part that fails frees the ones already
 made and raises SessionError with what happened and what to do. `Session.open` (session.py) is
-its one caller; which settings a model opens with is decided before, in engine/open_settings.py.
+its one caller; which settings a model opens with is decided before it, by the front-end.
 """
 
 from __future__ import annotations

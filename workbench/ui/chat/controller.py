@@ -620,7 +620,7 @@ class ChatController:
         result: GenerateResult | None = None
         try:
             request = GenerateRequest(text=auto_title.title_prompt(question, answer),
-                                      settings=auto_title.TITLE_SETTINGS)
+                                      settings=auto_title.title_settings())
             async for event in self.bridge.generate(request, stop):
                 if isinstance(event, GenerateResult):
                     result = event
