@@ -124,7 +124,7 @@ def run_kv(config: Config, *, repeats: int, history_tokens: int,
     def conversations() -> tuple[list, list]:
         with Session.open(config, kv_dir=None) as probe:
             def count(text: str) -> int:
-                return len(probe._model.tokenize(text, add_special=False, parse_special=False))
+                return len(probe._p.model.tokenize(text, add_special=False, parse_special=False))
             return conversation(1, history_tokens, count), conversation(2, history_tokens, count)
 
     a, b = on_engine(conversations)
