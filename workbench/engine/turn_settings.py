@@ -3,25 +3,17 @@
 `TurnSettings` is the frozen value a `GenerateRequest` carries (engine/requests.py): the sampling
 chain, the tokens to generate, thinking, the system prompt and speculation. It is derived from the
 config tree (workbench/config.py): its fields are exactly the request-scope settings less
-`SESSION_WIDE` (those act on the session or the window, not on a turn), checked at import the way
-`Config` is, and `TurnSettings.of(config)` is the one helper that takes them from a `Config`.
-Adding a request-scope setting is one `Setting(...)` entry plus one field line here.
+`SESSION_WIDE` (those act on the session or the window, not on a turn), with the declarations'
+types and defaults, and `TurnSettings.of(config)` is the one helper that takes them from a
+`Config`. Adding a request-scope setting is one `Setting(...)` entry: nothing to write here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
-from workbench.config import (
-    BY_NAME,
-    SETTINGS,
-    Config,
-    Problem,
-    check_config_class,
-    validate,
-)
+from workbench.config import BY_NAME, PY_TYPES, SETTINGS, Config, Problem, validate
 
 # Request-scope settings that are not a turn's: the conversation memory's budgets belong to the
 # session, automatic titles to the window.
@@ -33,28 +25,10 @@ SAMPLING_NAMES: tuple[str, ...] = tuple(
     n for n in TURN_SETTING_NAMES if BY_NAME[n].group == "Sampling")
 
 
-def _default(name: str) -> Any:
-    return BY_NAME[name].default
+class _TurnSettingsMethods:
+    """What a `TurnSettings` value can do (its fields are derived below)."""
 
-
-@dataclass(frozen=True, slots=True)
-class TurnSettings:
-    """The settings one turn runs with; build with `TurnSettings.of(config)` and `replace()`."""
-
-    temp: float = _default("temp")
-    top_k: int = _default("top_k")
-    top_p: float = _default("top_p")
-    min_p: float = _default("min_p")
-    repeat_penalty: float = _default("repeat_penalty")
-    presence_penalty: float = _default("presence_penalty")
-    frequency_penalty: float = _default("frequency_penalty")
-    repeat_last_n: int = _default("repeat_last_n")
-    seed: int = _default("seed")
-    n_predict: int = _default("n_predict")
-    think: bool = _default("think")
-    system_prompt: str = _default("system_prompt")
-    spec: str = _default("spec")
-    spec_draft_max: int = _default("spec_draft_max")
+    __slots__ = ()
 
     @classmethod
     def of(cls, config: Config) -> TurnSettings:
@@ -83,4 +57,12 @@ class TurnSettings:
         return validate(self.on(config))
 
 
-check_config_class(TurnSettings, [BY_NAME[name] for name in TURN_SETTING_NAMES])
+# The settings one turn runs with; build with `TurnSettings.of(config)` and `replace()`. A frozen
+# dataclass whose fields (name, type, default) are the declarations' own, in their order: a new
+# request-scope setting in config.py is a field here with nothing to write.
+TurnSettings = dataclasses.make_dataclass(
+    "TurnSettings",
+    [(name, PY_TYPES[BY_NAME[name].type], dataclasses.field(default=BY_NAME[name].default))
+     for name in TURN_SETTING_NAMES],
+    bases=(_TurnSettingsMethods,), frozen=True, slots=True)
+TurnSettings.__module__ = __name__  # make_dataclass's own `module=` needs Python 3.12
