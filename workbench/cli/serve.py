@@ -91,7 +91,7 @@ def run_serve(args: argparse.Namespace) -> int:
     cancel_load = threading.Event()
     try:
         try:
-            session = engine.open(config, sink=RunInfoOnce(csv) if csv else None,
+            session = engine.open(config, sink=csv,
                                   progress=lambda _f: not cancel_load.is_set(),
                                   on_interrupt=cancel_load.set)
         except SessionError as exc:
@@ -142,30 +142,6 @@ def _serve(args: argparse.Namespace, info: RunInfo, engine) -> int:
     print(f"stopped: {runner.completed} requests served, {runner.admission.refused} refused "
           "(queue full)", file=sys.stderr)
     return 0 if server.started else 1
-
-
-class RunInfoOnce:
-    """The CSV sink under a server: requests change sampling settings, and each change sends
-    the run info again; a metrics file holds one preamble, the first (the summary lines say
-    what each request did)."""
-
-    def __init__(self, sink) -> None:
-        self.sink = sink
-        self._sent = False
-
-    def on_run_info(self, info) -> None:
-        if not self._sent:
-            self._sent = True
-            self.sink.on_run_info(info)
-
-    def on_token(self, m) -> None:
-        self.sink.on_token(m)
-
-    def on_summary(self, s) -> None:
-        self.sink.on_summary(s)
-
-    def close(self) -> None:
-        self.sink.close()
 
 
 class LogObserver:
