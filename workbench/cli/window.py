@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from workbench.cli.bench_checks import checked
 from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
 from workbench.embedded import SUGGESTED_QUESTION
@@ -55,7 +56,7 @@ def add_bench_ui_parser(bench: argparse.ArgumentParser) -> None:
     add_arguments(p)
     p.add_argument("--repeats", type=int, default=8, help="runs of each kind, interleaved")
     p.add_argument("--tokens", type=int, default=128, help="tokens per run")
-    p.set_defaults(run=run_bench_ui_cmd)
+    p.set_defaults(run=checked(run_bench_ui_cmd))
 
 
 def run_window_cmd(args: argparse.Namespace) -> int:
