@@ -24,7 +24,8 @@ FILE_METAVARS = {"FILE", "PATH", "CSV", "TRACE", "RUN.csv", "MODEL.gguf", "PROJ.
 # Files these flags write (atomic_write.py renames a whole file over the name), not read.
 OUTPUTS = {("chat", "--csv"), ("chat", "--route-trace"), ("serve", "--csv"),
            ("runs show", "--csv"), ("conversations export", "-o"), ("make-model", "-o"),
-           ("screenshot", "-o"), ("bench matrix", "-o"), ("make-model", "--mmproj")}
+           ("screenshot", "-o"), ("bench matrix", "-o"), ("make-model", "--mmproj"),
+           ("replay", "--plot")}
 
 
 def file_flags() -> set[tuple[str, str]]:

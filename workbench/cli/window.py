@@ -11,6 +11,7 @@ from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
 from workbench.embedded import SUGGESTED_QUESTION
 from workbench.engine.model_defaults import model_defaults
+from workbench.file_kind import regular_file
 
 IMAGE_CHATS = (("What is in this picture? Answer in one sentence.",),)
 SCREENSHOT_CHATS = (
@@ -84,7 +85,9 @@ def run_screenshot_cmd(args: argparse.Namespace) -> int:
     out: Path = args.output
     try:
         check_output_path(out)  # before the window opens and chats for a minute
-    except OutputFileError as exc:
+        for image in args.image:  # a FIFO would block the window's read forever
+            regular_file(image, "an image file")
+    except OSError as exc:  # OutputFileError, NotRegularFileError
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
