@@ -46,9 +46,28 @@ def check_openable(config: Config) -> tuple[Path, ModelFacts]:
         raise SessionError("; ".join(p.message for p in problems))
     path = Path(config.model) if config.model else default_model()
     try:
-        return path, read_model_facts(path)
+        facts = read_model_facts(path)
     except ModelFileError as exc:
         raise SessionError(str(exc)) from exc
+    if config.spec_draft_model:
+        check_draft_model(Path(config.spec_draft_model), facts)
+    return path, facts
+
+
+def check_draft_model(path: Path, target: ModelFacts) -> None:
+    """SessionError for a draft model that is not a whole GGUF (a FIFO, a folder, a text file)
+    or whose vocabulary differs in size from the target's, from the headers alone, before
+    either model loads (the token-by-token comparison still runs on the loaded pair)."""
+    try:
+        draft = read_model_facts(path)
+    except ModelFileError as exc:
+        raise SessionError(f"the draft model (--spec-draft-model): {exc}") from exc
+    if min(draft.n_tokens, target.n_tokens) > 0 and draft.n_tokens != target.n_tokens:
+        raise SessionError(
+            f"the draft model {path.name} does not share {target.path.name}'s vocabulary (its "
+            f"vocabulary has {draft.n_tokens} tokens and the model's {target.n_tokens}), so "
+            "its tokens would mean other text. Choose a draft model of the same family and "
+            "tokenizer, or use n-gram drafting (--spec ngram), which needs none")
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ from typing import Any
 
 from workbench.atomic_write import write_text_atomic
 from workbench.config import BY_NAME, SETTINGS, Config, fmt_number, validate
+from workbench.file_kind import read_text
 from workbench.moe.layout import ModelFacts
 from workbench.ui.models.estimate import estimate_memory
 from workbench.ui.settings.evaluate import follow_app_defaults
@@ -67,7 +68,7 @@ def settings_file(data: Path) -> Path:
 
 def load_remembered(data: Path) -> dict[str, dict[str, Any]]:
     try:
-        raw = json.loads(settings_file(data).read_text(encoding="utf-8"))
+        raw = json.loads(read_text(settings_file(data)))
     except (OSError, ValueError):
         return {}
     if not isinstance(raw, dict):
