@@ -142,6 +142,7 @@ class Session:
         record_routes: bool = False,
         max_route_loads: int | None = None,
         warm_dir: Path | None = None,
+        record_route_scores: bool = False,
     ) -> Session:
         """Validate, load the model and create the context. Raises SessionError.
 
@@ -150,7 +151,8 @@ class Session:
         `record_routes` keeps every turn's routing as RouteLoads (`streaming.routes`; the last
         `max_route_loads` layer loads, None: all) for route traces, the cache-sizing view, the
         benches and the gates. It drains the streamer's records after each decode, so read them
-        there, not with `ExpertStreamer.take_routes()`.
+        there, not with `ExpertStreamer.take_routes()`. `record_route_scores` (with it) also keeps
+        each token's full router score row (`RouteLoad.scores`: what `replay_substitute` needs).
         `warm_dir` keeps each streamed model's routing frequencies for the expert cache's warm
         start (`engine/warm_start.py`; None: no warm start, nothing saved).
         """
@@ -161,7 +163,8 @@ class Session:
         self.facts = facts
         self.config = config.replace(model=str(path))
         try:
-            self._load(path, progress, (record_routes, max_route_loads), warm_dir)
+            self._load(path, progress, (record_routes, max_route_loads, record_route_scores),
+                       warm_dir)
         except BaseException:
             self._free()
             raise
@@ -173,14 +176,15 @@ class Session:
         return self
 
     def _load(self, path: Path, progress: Callable[[float], bool] | None,
-              routes: tuple[bool, int | None] = (False, None),
+              routes: tuple[bool, int | None, bool] = (False, None, False),
               warm_dir: Path | None = None) -> None:
         cfg = self.config
         overrides = expert_override(cfg, self.facts)
         if cfg.moe_stream:
             try:
                 self._streaming = StreamingRuntime(cfg, self.facts, record_routes=routes[0],
-                                                   max_route_loads=routes[1], warm_dir=warm_dir)
+                                                   max_route_loads=routes[1], warm_dir=warm_dir,
+                                                   record_scores=routes[2])
             except (NotStreamableError, StreamerError) as exc:
                 raise SessionError(str(exc)) from exc
         # Armed for the load alone: the streamer reads the experts itself, so llama.cpp need not

@@ -82,7 +82,8 @@ class StreamingRuntime:
     """Owns the ExpertStreamer of one session and turns its counters into telemetry."""
 
     def __init__(self, config: Config, facts: ModelFacts, *, record_routes: bool = False,
-                 max_route_loads: int | None = None, warm_dir: Path | None = None) -> None:
+                 max_route_loads: int | None = None, warm_dir: Path | None = None,
+                 record_scores: bool = False) -> None:
         check_streamable(facts.arch, facts.n_expert, facts.path.name)
         self.facts = facts
         self.experts = expert_tensors(facts.path)
@@ -118,7 +119,7 @@ class StreamingRuntime:
         self.streamer = ExpertStreamer(
             list(facts.shards), lanes=config.io_threads, o_direct=config.o_direct,
             budget_bytes=self.budget.bytes, trace=record_routes, drop=self.drop,
-            substitute=self.substitute,
+            substitute=self.substitute, trace_scores=record_routes and record_scores,
         )
         self.cache_policy = config.cache_policy if self.budget.enabled else "lru"
         self.cache_guard = bool(config.cache_guard and self.budget.enabled)
