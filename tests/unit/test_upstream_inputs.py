@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.unit.test_replay import assert_same_loads
 from workbench.bench.compare import RunFigures, compare
 from workbench.bench.stall_report import explain_file, format_report
 from workbench.cli.main import main
@@ -82,12 +83,7 @@ def test_preamble_lines_keys_and_columns_read_by_name_in_any_order(real_trace, t
                     + "\n")
     back = read_trace(path)
     assert back.meta == real_trace.meta
-    assert len(back.loads) == len(real_trace.loads)
-    for a, b in zip(real_trace.loads, back.loads, strict=True):
-        assert (a.turn, a.load.layer, a.load.phase, a.load.first_step) == (
-            b.turn, b.load.layer, b.load.phase, b.load.first_step)
-        for name in ("experts", "weights", "residency", "dropped"):
-            np.testing.assert_array_equal(getattr(a.load, name), getattr(b.load, name))
+    assert_same_loads(real_trace, back)
 
 
 def test_speculative_first_touch_reads_as_a_hit_and_a_missing_column_is_named(tmp_path):
