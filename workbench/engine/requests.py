@@ -111,6 +111,9 @@ class ExpertActivity:
     # under the token-cycle guard, 3 read ahead and not yet used); None where unknown.
     holds: np.ndarray | None = None
     policy: str = ""  # the cache's eviction policy ("" without a cache)
+    # Experts substitution brought into a token's set since the previous event, per cell (uint32);
+    # None while substitution is off.
+    substituted: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)

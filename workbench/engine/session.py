@@ -101,6 +101,7 @@ class Session:
         record_routes: bool = False,
         max_route_loads: int | None = None,
         warm_dir: Path | None = None,
+        record_route_scores: bool = False,
     ) -> Session:
         """Validate, load the model and create the context. Raises SessionError.
 
@@ -109,7 +110,7 @@ class Session:
         `record_routes` keeps every turn's routing as RouteLoads (`streaming.routes`; the last
         `max_route_loads` layer loads, None: all) for route traces, the cache-sizing view, the
         benches and the gates. It drains the streamer's records after each decode, so read them
-        there, not with `ExpertStreamer.take_routes()`.
+        there. `record_route_scores` also keeps each load's score row (`RouteLoad.scores`).
         `warm_dir` keeps each streamed model's routing frequencies for the expert cache's warm
         start (`engine/warm_start.py`; None: no warm start, nothing saved).
         """
@@ -120,8 +121,8 @@ class Session:
         self.facts = facts
         self.config = config.replace(model=str(path))
         try:
-            self._p = parts = load_parts(self.config, facts, path, progress,
-                                         (record_routes, max_route_loads), warm_dir)
+            routes = (record_routes, max_route_loads, record_route_scores)
+            self._p = parts = load_parts(self.config, facts, path, progress, routes, warm_dir)
         except BaseException:
             self._memory.close()
             raise
