@@ -9,6 +9,7 @@ import numpy as np
 
 from workbench.engine.images import ImageInput
 from workbench.engine.metrics import RunSummary, TokenMetrics
+from workbench.engine.token_choice import TokenChoice
 
 
 class SessionError(RuntimeError):
@@ -102,6 +103,7 @@ class TokenEvent:
     reasoning_delta: str
     reset: bool  # earlier text was reclassified: replace with metrics.text / metrics.reasoning
     expert_map: ExpertActivity | None = None  # None unless the session streams experts
+    choice: TokenChoice | None = None  # its log-probabilities, when the turn asked for them
 
 
 @dataclass(slots=True)

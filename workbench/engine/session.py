@@ -18,12 +18,14 @@ from pathlib import Path
 
 from workbench.backend import llama, mtmd
 from workbench.backend.abort import AbortFlag
+from workbench.backend.grammar import GrammarError
 from workbench.config import Config, signature, validate
 from workbench.engine.chat.fallback import fallback_template
 from workbench.engine.chat.history import assistant_history_message, find_divergence
 from workbench.engine.chat.reasoning import ContinueError
 from workbench.engine.chat.template import ChatTemplate
 from workbench.engine.chat.think import ThinkControl, probe_think_control
+from workbench.engine.constrain import Decoding, TurnPicks
 from workbench.engine.engine_thread import ThreadOwner, WrongThreadError
 from workbench.engine.images import (
     ImageInput,
@@ -452,11 +454,14 @@ class Session:
         request: GenerateRequest,
         on_token: OnToken | None = None,
         on_prefill: OnPrefill | None = None,
+        decoding: Decoding | None = None,
     ) -> GenerateResult:
+        """One turn. `decoding` (engine/constrain.py): a grammar the answer must match and the
+        log-probabilities to report, for this turn only."""
         self._thread.check("generate")
         with self._busy:
             try:
-                return self._generate(request, on_token, on_prefill)
+                return self._generate(request, on_token, on_prefill, decoding)
             finally:
                 # A cancel is spent by the generation it stopped. One made just before this
                 # generation started stopped it: clearing at the start would have lost it.
@@ -465,7 +470,8 @@ class Session:
                     self._abort.clear()
 
     def _generate(
-        self, request: GenerateRequest, on_token: OnToken | None, on_prefill: OnPrefill | None
+        self, request: GenerateRequest, on_token: OnToken | None, on_prefill: OnPrefill | None,
+        decoding: Decoding | None = None,
     ) -> GenerateResult:
         if self._kv is None or self._prompts is None:
             return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
@@ -504,13 +510,15 @@ class Session:
             return _rejected(f"This answer cannot be continued: {exc}. It is unchanged; "
                              "Regenerate makes a new version of it.")
         try:
-            return self._run(request, prompt, n_predict, started_ns, on_token, on_prefill)
+            return self._run(request, prompt, n_predict, started_ns, on_token, on_prefill,
+                             decoding)
         finally:
             prompt.close()
 
     def _run(self, request: GenerateRequest, prompt: Prompt, n_predict: int, started_ns: int,
-             on_token: OnToken | None, on_prefill: OnPrefill | None) -> GenerateResult:
-        assert self._kv is not None
+             on_token: OnToken | None, on_prefill: OnPrefill | None,
+             decoding: Decoding | None = None) -> GenerateResult:
+        assert self._kv is not None and self._model is not None and self._ctx is not None
         # KV cells, not positions: an image on an M-RoPE model takes more of the first.
         if prompt.kv_cells + n_predict > self.n_ctx:
             return _rejected(
@@ -533,9 +541,26 @@ class Session:
         if self._projector is not None:
             turn.images = ImageTurnStats.zero()
             turn.images.n_images = len(prompt.images)
-        speculator, spec_note = self._speculation()
-        result = self._turn_loop(speculator, spec_note).run(turn, on_token, on_prefill)
-        if spec_note.startswith("off:"):
+        picks: TurnPicks | None = None
+        if decoding is not None and decoding.active:
+            try:
+                picks = TurnPicks.open(self._model, self._ctx, self.config, decoding)
+            except GrammarError as exc:
+                return _rejected(f"{exc}. Nothing was generated.")
+        try:
+            if picks is None:
+                speculator, spec_note = self._speculation()
+            else:  # the verify step compares bare argmaxes: not under a grammar (constrain.py)
+                speculator, spec_note = None, ("off" if self.config.spec == "off"
+                                               else picks.decoding.spec_off_reason)
+            result = self._turn_loop(speculator, spec_note, picks).run(turn, on_token,
+                                                                       on_prefill)
+            if picks is not None and result.summary is not None:
+                picks.fill_summary(result.summary)
+        finally:
+            if picks is not None:
+                picks.close()
+        if spec_note.startswith("off:") and picks is None:
             result.notes.append(SPEC_GREEDY_ONLY)
         self.image_encodes += max(0, turn.images.n_encoded)
         if result.ok and not result.stopped:
@@ -562,15 +587,17 @@ class Session:
         )
         return divergence.reason if divergence else ""
 
-    def _turn_loop(self, speculator: Speculator | None = None, spec_note: str = "off"
-                   ) -> TurnLoop:
+    def _turn_loop(self, speculator: Speculator | None = None, spec_note: str = "off",
+                   picks: TurnPicks | None = None) -> TurnLoop:
         assert self._model and self._ctx and self._kv and self._abort
         return TurnLoop(TurnParts(
             model=self._model, ctx=self._ctx, kv=self._kv, abort=self._abort,
             cancel=self._cancel, memory=self._memory, load_seconds=self.load_seconds,
-            pick_token=self._pick_token, streaming=self._streaming, sink=self._sink,
+            pick_token=self._pick_token if picks is None else picks.pick_token,
+            streaming=self._streaming, sink=self._sink,
             projector=self._projector, pick_row=self._pick_row, speculator=speculator,
             spec_note=spec_note,
+            last_choice=(lambda: None) if picks is None else picks.last_choice,
         ))
 
     def _speculation(self) -> tuple[Speculator | None, str]:

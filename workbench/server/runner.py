@@ -178,7 +178,8 @@ class Runner:
             request = GenerateRequest(text=call.text, n_predict=call.max_tokens,
                                       think=call.think, conversation=key, stop=call.stop,
                                       raw=call.kind == "completion")
-            result = session.generate(request, on_token=on_token, on_prefill=generation.push)
+            result = session.generate(request, on_token=on_token, on_prefill=generation.push,
+                                      decoding=call.decoding if call.decoding.active else None)
         finally:
             generation.end()
             try:
