@@ -130,6 +130,9 @@ class RunSummary:
     spec_drafted: int = -1  # tokens drafted
     spec_accepted: int = -1  # of those, kept
     spec_draft_seconds: float = UNMEASURED  # drafting time (inside the loop overhead)
+    # A grammar's time over the turn (engine/constrain.py): its mask and accept per token,
+    # outside the decode bracket (inside the loop overhead); -1 when no grammar ran.
+    grammar_seconds: float = UNMEASURED
 
     @property
     def s_per_token(self) -> float:

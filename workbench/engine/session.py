@@ -15,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from workbench.backend.grammar import GrammarError
 from workbench.config import Config, signature, validate
 from workbench.engine.chat.history import assistant_history_message
 from workbench.engine.chat.reasoning import ContinueError
 from workbench.engine.chat.think import ThinkControl
+from workbench.engine.constrain import TurnPicks
 from workbench.engine.conversation_memory import ConversationMemory
 from workbench.engine.engine_thread import ThreadOwner, WrongThreadError
 from workbench.engine.images import (
@@ -269,6 +271,7 @@ class Session:
         on_token: OnToken | None = None,
         on_prefill: OnPrefill | None = None,
     ) -> GenerateResult:
+        """One turn, as `request` states it."""
         self._thread.check("generate")
         with self._busy:
             try:
@@ -284,7 +287,7 @@ class Session:
                     self._p.abort.clear()
 
     def _generate(
-        self, request: GenerateRequest, on_token: OnToken | None, on_prefill: OnPrefill | None
+        self, request: GenerateRequest, on_token: OnToken | None, on_prefill: OnPrefill | None,
     ) -> GenerateResult:
         if self._p.kv is None or self._p.prompts is None:
             return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
@@ -335,7 +338,7 @@ class Session:
     def _run(self, request: GenerateRequest, settings: TurnSettings, prompt: Prompt,
              n_predict: int, started_ns: int, on_token: OnToken | None,
              on_prefill: OnPrefill | None) -> GenerateResult:
-        assert self._p.kv is not None
+        assert self._p.kv is not None and self._p.model is not None and self._p.ctx is not None
         # KV cells, not positions: an image on an M-RoPE model takes more of the first.
         if prompt.kv_cells + n_predict > self.n_ctx:
             return rejected(
@@ -360,12 +363,28 @@ class Session:
             turn.images = ImageTurnStats.zero()
             turn.images.n_images = len(prompt.images)
         self._chain.for_turn(settings)
-        assert self._p.model is not None
-        speculator, spec_note = speculator_for(
-            settings.spec, settings.spec_draft_max, self._chain.current is not None,
-            self._p.drafter, self._p.model.is_eog)
-        result = self._turn_loop(speculator, spec_note).run(turn, on_token, on_prefill)
-        if spec_note.startswith("off:"):
+        picks: TurnPicks | None = None
+        if (decoding := request.decoding) is not None and decoding.active:
+            try:
+                picks = TurnPicks.open(self._p.model, self._p.ctx, settings, decoding)
+            except GrammarError as exc:
+                return rejected(f"{exc}. Nothing was generated.")
+        try:
+            if picks is None:
+                speculator, spec_note = speculator_for(
+                    settings.spec, settings.spec_draft_max, self._chain.current is not None,
+                    self._p.drafter, self._p.model.is_eog)
+            else:  # the verify step compares bare argmaxes: not under a grammar (constrain.py)
+                speculator, spec_note = None, ("off" if settings.spec == "off"
+                                               else picks.decoding.spec_off_reason)
+            result = self._turn_loop(speculator, spec_note, picks).run(turn, on_token,
+                                                                       on_prefill)
+            if picks is not None and result.summary is not None:
+                picks.fill_summary(result.summary)
+        finally:
+            if picks is not None:
+                picks.close()
+        if spec_note.startswith("off:") and picks is None:
             result.notes.append(SPEC_GREEDY_ONLY)
         self.image_encodes += max(0, turn.images.n_encoded)
         if result.ok and not result.stopped:
@@ -379,15 +398,17 @@ class Session:
         self._turn_index += 1
         return result
 
-    def _turn_loop(self, speculator: Speculator | None = None, spec_note: str = "off"
-                   ) -> TurnLoop:
+    def _turn_loop(self, speculator: Speculator | None = None, spec_note: str = "off",
+                   picks: TurnPicks | None = None) -> TurnLoop:
         assert self._p.model and self._p.ctx and self._p.kv and self._p.abort
         return TurnLoop(TurnParts(
             model=self._p.model, ctx=self._p.ctx, kv=self._p.kv, abort=self._p.abort,
             cancel=self._cancel, memory=self._memory, load_seconds=self.load_seconds,
-            pick_token=self._pick_token, streaming=self._p.streaming, sink=self._sink,
+            pick_token=self._pick_token if picks is None else picks.pick_token,
+            streaming=self._p.streaming, sink=self._sink,
             projector=self._p.projector, pick_row=self._pick_row, speculator=speculator,
             spec_note=spec_note,
+            last_choice=(lambda: None) if picks is None else picks.last_choice,
         ))
 
     def _pick_row(self, row: int) -> int:

@@ -117,6 +117,10 @@ KEYS: tuple[SummaryKey, ...] = (
                "`mtp_accepted / mtp_drafted × 100`; -1 when nothing was drafted", upstream=False),
     SummaryKey("tok/decode", "%.3f", "tokens_per_decode",
                "`tokens / mtp_decodes`: 1 without speculation", upstream=False),
+    SummaryKey("grammar_s", "%.4f", "grammar_seconds",
+               "a grammar's time this turn (structured output: its mask and accept per token, "
+               "inside `loop_overhead_s/tok`, never in the decode time); -1 without a grammar",
+               upstream=False),
 )
 
 BY_KEY: dict[str, SummaryKey] = {k.key: k for k in KEYS}
