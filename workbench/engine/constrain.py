@@ -1,6 +1,6 @@
 """How one turn picks its tokens beyond the session's sampler: a grammar, log-probabilities.
 
-`Decoding` is a small frozen value the caller passes to `Session.generate` with its request
+`Decoding` is a small frozen value a `GenerateRequest` carries (its `decoding` field)
 (the server builds it from `response_format`, `grammar`, `logprobs`). A turn with one runs on a
 `backend.grammar.Picker` made from the session's settings in force, for that turn only: nothing
 of it stays in the session. Each picked token's `TokenChoice` (its log-probability and the top
@@ -52,6 +52,19 @@ class TurnPicks:
         self._model, self._ctx, self._picker = model, ctx, picker
         self.decoding = decoding
         self._last: TokenChoice | None = None
+
+    @property
+    def spec_off_reason(self) -> str:
+        return self.decoding.spec_off_reason
+
+    @classmethod
+    def for_turn(cls, model: llama.Model, ctx: llama.Context, settings: TurnSettings,
+                 decoding: Decoding | None) -> TurnPicks | None:
+        """The picks of a turn with `decoding` (None for a free turn); GrammarError when the
+        grammar does not parse."""
+        if decoding is None or not decoding.active:
+            return None
+        return cls.open(model, ctx, settings, decoding)
 
     @classmethod
     def open(cls, model: llama.Model, ctx: llama.Context, cfg: TurnSettings,

@@ -143,13 +143,9 @@ class Session:
         return self
 
     def close(self) -> None:
-        """Free everything, in order: sampler, context, streamer, abort flag, model. Idempotent.
-
-        The streamer goes after the context (which calls into it) and before the model (whose
-        tensors it rebound and now restores). Only the opening thread may close: from any other
-        it raises WrongThreadError and frees nothing (a generation may be running there; cancel()
-        it, then close on the session's thread). Conversations' KV states go to the disk spill
-        first, so a restart restores them."""
+        """Free everything, idempotently, in model_load.ModelParts.close's order, after the
+        conversations' KV states went to the disk spill (a restart restores them). Only the
+        opening thread may close: from another it raises WrongThreadError and frees nothing."""
         self._thread.check("close")
         self.cancel()
         with self._busy:
@@ -175,9 +171,8 @@ class Session:
         return self._thread.ident
 
     def take_thread(self) -> None:
-        """Make the calling thread this session's engine thread. Only bench stream's threads arm
-        uses it, to measure the split arrangement (open on one thread, generate on another) on
-        purpose; every entry point opens, generates and closes on one thread."""
+        """Make the calling thread the engine thread (only bench stream's threads arm, to measure
+        the split arrangement on purpose; every entry point uses one thread throughout)."""
         self._thread.take()
 
     # ---- state and settings -----------------------------------------------------------------
@@ -197,8 +192,7 @@ class Session:
 
     @property
     def kv_cells(self) -> int:
-        """KV cells the context uses now: its tokens, plus the embeddings M-RoPE images have
-        beyond their positions (what the context gauge shows against n_ctx)."""
+        """KV cells in use: tokens plus M-RoPE images' extra embeddings (the context gauge)."""
         if self._p.kv is None:
             return 0
         extra = self._p.prompts.extra_cells if self._p.prompts is not None else {}
@@ -259,8 +253,8 @@ class Session:
     # ---- generation -------------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Stop the current generation within one decode step, or the next one if none runs
-        yet (a stop pressed as an answer starts). Safe from any thread."""
+        """Stop the current generation within one decode step (or the next, if none runs yet).
+        Safe from any thread."""
         self._cancel.set()
         if self._p.abort is not None:
             self._p.abort.set()
@@ -363,22 +357,15 @@ class Session:
             turn.images = ImageTurnStats.zero()
             turn.images.n_images = len(prompt.images)
         self._chain.for_turn(settings)
-        picks: TurnPicks | None = None
-        if (decoding := request.decoding) is not None and decoding.active:
-            try:
-                picks = TurnPicks.open(self._p.model, self._p.ctx, settings, decoding)
-            except GrammarError as exc:
-                return rejected(f"{exc}. Nothing was generated.")
         try:
-            if picks is None:
-                speculator, spec_note = speculator_for(
-                    settings.spec, settings.spec_draft_max, self._chain.current is not None,
-                    self._p.drafter, self._p.model.is_eog)
-            else:  # the verify step compares bare argmaxes: not under a grammar (constrain.py)
-                speculator, spec_note = None, ("off" if settings.spec == "off"
-                                               else picks.decoding.spec_off_reason)
-            result = self._turn_loop(speculator, spec_note, picks).run(turn, on_token,
-                                                                       on_prefill)
+            picks = TurnPicks.for_turn(self._p.model, self._p.ctx, settings, request.decoding)
+        except GrammarError as exc:
+            return rejected(f"{exc}. Nothing was generated.")
+        speculator, spec_note = speculator_for(
+            settings.spec, settings.spec_draft_max, self._chain.current is not None,
+            self._p.drafter, self._p.model.is_eog, picks.spec_off_reason if picks else "")
+        try:
+            result = self._turn_loop(speculator, spec_note, picks).run(turn, on_token, on_prefill)
             if picks is not None and result.summary is not None:
                 picks.fill_summary(result.summary)
         finally:
