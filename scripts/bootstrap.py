@@ -19,7 +19,9 @@ import venv
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-VENV = REPO / ".venv"
+# `scripts/test --python 3.12` sets up a second environment beside `.venv` (WORKBENCH_VENV),
+# made by the Python that runs this script.
+VENV = Path(os.environ.get("WORKBENCH_VENV") or REPO / ".venv")
 VENV_PYTHON = VENV / "bin" / "python"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import platformdirs
@@ -44,8 +45,13 @@ def llama_templates_dir() -> Path:
 
 
 def native_build_dir() -> Path:
-    """Where set-up builds the native library in a source checkout."""
-    return REPO_ROOT / "build" / "native"
+    """Where set-up builds the native library in a source checkout: one per virtual
+    environment (`build/native` for `.venv`, `build/native-3.12` for the `.venv-3.12` that
+    `scripts/test --python 3.12` makes), since each build is linked to, and checks, the
+    libllama of its own environment's llama-cpp-python."""
+    venv = Path(sys.prefix).name
+    suffix = venv.removeprefix(".venv") if venv.startswith(".venv") else ""
+    return REPO_ROOT / "build" / f"native{suffix}"
 
 
 def native_library_path() -> Path:

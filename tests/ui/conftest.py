@@ -85,6 +85,21 @@ def aloop(qapp: Any) -> Iterator[asyncio.AbstractEventLoop]:
 
 
 @pytest.fixture
+def qasync_policy(aloop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """The global event-loop policy `qasync.run` installs for the window's whole life on this
+    Python (below 3.12 a Qt loop policy, so another thread's `asyncio.run` builds a Qt loop;
+    from 3.12 none): threads the window starts run under it here as they do in the app."""
+    import qasync
+
+    policy = getattr(qasync, "DefaultQEventLoopPolicy", None)
+    if policy is None:  # Python 3.12+: qasync.run passes a loop factory instead
+        yield
+        return
+    with qasync._set_event_loop_policy(policy()):
+        yield
+
+
+@pytest.fixture
 def run(qtbot: Any, aloop: asyncio.AbstractEventLoop) -> Callable[..., Any]:
     """run(coro, timeout_ms) -> its result, with the Qt loop spinning meanwhile."""
 

@@ -57,9 +57,10 @@ def test_listed_marked_and_selected_everywhere(qtbot, make_window, data_dir):
     answer = window.chat_view.messages[-1]
     listing = answer.findChild(QtStallList)
     assert listing is not None and listing.isVisible()
-    assert listing.lines == ["token 18: 90 ms (9.0× median), 20 MiB of experts read from disk, "
-                             "waited 60 ms on expert reads"]
     x = answer.token_x0 + 17
+    # Numbered as the hover readout numbers it (its x on the plots), not one off.
+    assert listing.lines == [f"token {x}: 90 ms (9.0× median), 20 MiB of experts read from "
+                             "disk, waited 60 ms on expert reads"]
     # A marker on every plot that draws something at that token.
     assert window.stalls.markers.xs == {answer.shown.id: [x]}
     drawn = window.stalls.markers._items[answer.shown.id]
@@ -69,6 +70,7 @@ def test_listed_marked_and_selected_everywhere(qtbot, make_window, data_dir):
     # answer's token view.
     listing.linkActivated.emit("stall:17")
     assert window.telemetry.highlighted_x == x
+    assert window.telemetry.readout.text().startswith(f"token {x} ")  # the same number
     assert answer.tokens_button.isChecked() and answer._marked == (17, 17)
     # Away to a new conversation: the plots are cleared, and the markers with them.
     _open(qtbot, window, None)
@@ -77,6 +79,7 @@ def test_listed_marked_and_selected_everywhere(qtbot, make_window, data_dir):
 
 def test_a_streamed_answer_gets_the_list_its_stored_rows_give(qtbot, make_window):
     from workbench.bench.stalls import explain_answer, prefill_of
+    from workbench.ui.stalls.noteworthy import noteworthy
     from workbench.ui.stalls.qt_stall_list import QtStallList
 
     window = make_window()
@@ -93,7 +96,9 @@ def test_a_streamed_answer_gets_the_list_its_stored_rows_give(qtbot, make_window
     expected = explain_answer(rows, prefill=prefill_of(summary), threads=window.config.n_threads)
     listing = answer.findChild(QtStallList)
     assert listing is not None
-    assert listing.lines == [t.line(expected.median_ms) for t in expected.worst()]
-    assert listing.isVisibleTo(answer) == bool(expected.slow)
+    shown = noteworthy(expected).listed
+    x0 = answer.token_x0
+    assert listing.lines == [t.line(expected.median_ms, x0 + t.index) for t in shown]
+    assert listing.isVisibleTo(answer) == bool(shown)
     marked = window.stalls.markers.xs.get(answer.shown.id, [])
-    assert marked == [answer.token_x0 + t.index for t in expected.slow]
+    assert marked == [x0 + t.index for t in shown]

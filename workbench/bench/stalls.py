@@ -66,10 +66,11 @@ class SlowToken:
     wall_ms: float
     causes: tuple[Cause, ...]
 
-    def line(self, median_ms: float) -> str:
-        """'token 41: 83 ms (7× median), 9 experts read from disk (23 MiB), ...'"""
+    def line(self, median_ms: float, number: int | None = None) -> str:
+        """'token 41: 83 ms (7× median), 9 experts read from disk (23 MiB), ...'; the token is
+        numbered from 1 in its answer, or `number` (the window numbers it as its plots do)."""
         ratio = self.wall_ms / median_ms if median_ms > 0 else math.nan
-        head = f"token {self.index + 1}: {_ms(self.wall_ms)}"
+        head = f"token {self.index + 1 if number is None else number}: {_ms(self.wall_ms)}"
         if math.isfinite(ratio):
             head += f" ({fixed(ratio, '.1f')}× median)"
         return ", ".join([head, *(c.text for c in self.causes)])

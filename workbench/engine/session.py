@@ -17,6 +17,7 @@ from pathlib import Path
 
 from workbench.backend.grammar import GrammarError
 from workbench.config import Config, signature, validate
+from workbench.engine.chat.formats import PLAIN, detect_reasoning_format
 from workbench.engine.chat.history import assistant_history_message
 from workbench.engine.chat.reasoning import ContinueError
 from workbench.engine.chat.think import ThinkControl
@@ -180,6 +181,12 @@ class Session:
     @property
     def chat_mode(self) -> bool:
         return self._p.template is not None
+
+    @property
+    def reasons(self) -> bool:
+        """The chat template marks reasoning: without such markers the model cannot think, and
+        the window shows its Thinking switch off (issue 39)."""
+        return detect_reasoning_format(self._p.template) is not PLAIN
 
     @property
     def n_ctx(self) -> int:

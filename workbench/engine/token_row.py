@@ -5,6 +5,7 @@ from __future__ import annotations
 from workbench.engine.chat.reasoning import ReasoningDelta
 from workbench.engine.metrics import UNMEASURED, RunSummary, TokenMetrics
 from workbench.engine.probes import PAGE_MIB, Counters, MemorySample
+from workbench.engine.requests import StopReason
 
 
 def token_row(
@@ -35,9 +36,12 @@ def turn_summary(
     *, turn: int, rows: list[TokenMetrics], stop_reason: str, n_prefilled: int, n_reused: int,
     n_past: int, n_ctx: int, load_seconds: float, prefill_ns: int, ttft_ns: int, tail_ns: int,
 ) -> RunSummary:
-    """The generation phase of one turn. Loop overhead includes the tail after the last token."""
+    """The generation phase of one turn. Loop overhead includes the tail after the last token,
+    except in a stopped turn: its tail is the decode that Stop aborted (up to a whole token's
+    time, or a prefill's), not overhead, and billed to one token it read "1237 ms"."""
     n = len(rows)
-    overhead_s = sum(r.loop_overhead_ms for r in rows) / 1e3 + tail_ns / 1e9
+    tail_s = 0.0 if stop_reason == StopReason.STOPPED else tail_ns / 1e9
+    overhead_s = sum(r.loop_overhead_ms for r in rows) / 1e3 + tail_s
     return RunSummary(
         turn=turn, n_generated=n, gen_seconds=sum(r.wall_ms for r in rows) / 1e3,
         n_prompt=n_prefilled, n_reused=n_reused, n_past=n_past, n_ctx=n_ctx,

@@ -88,6 +88,7 @@ class LoadedModel:
     is_moe: bool
     # What the user should know about these settings (the expert cache cliff), as the CLI says.
     warnings: tuple[str, ...] = ()
+    reasons: bool = True  # the chat template marks reasoning (else there is no thinking)
     sees_images: bool = False  # an image projector is loaded
 
     @property
@@ -409,4 +410,5 @@ def _describe(session: Session) -> LoadedModel:
         is_moe=session.facts.is_moe,
         warnings=tuple(session.warnings),
         sees_images=session.sees_images,
+        reasons=session.reasons,
     )

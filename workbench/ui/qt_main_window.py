@@ -25,17 +25,27 @@ from PySide6.QtGui import (
     QCloseEvent,
     QDragEnterEvent,
     QDropEvent,
+    QFontDatabase,
     QGuiApplication,
     QKeyEvent,
     QKeySequence,
     QShortcut,
 )
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QMainWindow,
+    QMessageBox,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from workbench import paths
 from workbench.config import Config
+from workbench.ui import shortcuts as keys
 from workbench.ui.bridge import EngineBridge, LoadedModel
 from workbench.ui.chat.controller import ChatController, ChatWidgets
+from workbench.ui.chat.qt_chat_keys import ChatKeys
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import QtComposer
 from workbench.ui.chat.qt_conversation_header import (
@@ -186,6 +196,8 @@ class QtMainWindow(QMainWindow):
                                            lambda: self.chat.conversation_id,
                                            lambda: self.theme)
         self.session.listen(self.remembered)
+        self.chat_keys = ChatKeys(self.chat, self.chat_view, self.composer, self.conversations,
+                                  self.conversation_list, self.tasks.spawn)
         self._connect()
         self._build_menus()
         self.setAcceptDrops(True)
@@ -233,6 +245,7 @@ class QtMainWindow(QMainWindow):
         self.chat_view.continue_requested.connect(
             lambda mid: spawn(self.chat.continue_answer(mid)))
         self.chat_view.edit_submitted.connect(lambda mid, text: spawn(self.chat.edit(mid, text)))
+        self.chat_view.edit_closed.connect(self.chat_keys.focus_composer)
         self.chat_view.version_requested.connect(
             lambda mid: spawn(self.chat.switch_version(mid), name="open-conversation"))
         self.chat_view.token_clicked.connect(self.telemetry.highlight)
@@ -252,18 +265,28 @@ class QtMainWindow(QMainWindow):
     def _build_menus(self) -> None:
         spawn = self.tasks.spawn
         file_menu = self.menuBar().addMenu("&File")
-        self._action(file_menu, "&Open model…", "Ctrl+O",
+        self._action(file_menu, "&Open model…", keys.OPEN_MODEL.key,
                      lambda: spawn(self.pick_model(), name="pick-model"))
         self._action(file_menu, "&Import conversation…", "",
                      lambda: spawn(self.conversations.import_dialog()))
         self._action(file_menu, "Export conversation as &Markdown…", "", lambda: self._export("md"))
         self._action(file_menu, "Export conversation as &JSON…", "", lambda: self._export("json"))
         file_menu.addSeparator()
-        self._action(file_menu, "&Quit", "Ctrl+Q", self.close)
+        self._action(file_menu, "&Quit", keys.QUIT.key, self.close)
         chat_menu = self.menuBar().addMenu("&Chat")
-        self._action(chat_menu, "&New conversation", "Ctrl+N",
-                     lambda: spawn(self.conversations.open(None), name="open-conversation"))
-        self._action(chat_menu, "&Copy chat", "Ctrl+Shift+C", self.copy_chat)
+        ck = self.chat_keys
+        self._action(chat_menu, "&New conversation", keys.NEW_CHAT.key, ck.new_chat)
+        self._action(chat_menu, "&Message box", keys.FOCUS_COMPOSER.key, ck.focus_composer)
+        self._action(chat_menu, "&Edit last message", keys.EDIT_LAST.key, ck.edit_last)
+        self._action(chat_menu, "&Regenerate last answer", keys.REGENERATE.key,
+                     ck.regenerate_last)
+        self._action(chat_menu, "C&ontinue last answer", keys.CONTINUE.key, ck.continue_last)
+        self._action(chat_menu, "Ne&xt conversation", keys.NEXT_CHAT.key,
+                     lambda: ck.step_conversation(1))
+        self._action(chat_menu, "&Previous conversation", keys.PREVIOUS_CHAT.key,
+                     lambda: ck.step_conversation(-1))
+        chat_menu.addSeparator()
+        self._action(chat_menu, "&Copy chat", keys.COPY_CHAT.key, self.copy_chat)
         self._action(chat_menu, "&Stop answer", "", self.chat.stop)
         view_menu = self.menuBar().addMenu("&View")
         view_menu.addAction(self.telemetry_dock.toggleViewAction())
@@ -271,7 +294,8 @@ class QtMainWindow(QMainWindow):
         view_menu.addAction(self.cache_dock.toggleViewAction())
         # "Show", not a toggle: a dock behind another tab is open but unseen, and a toggle
         # would close it instead of bringing it to the front.
-        self._action(view_menu, "&Settings", "Ctrl+,", lambda: self.show_dock(self.settings_dock))
+        self._action(view_menu, "&Settings", keys.SETTINGS.key,
+                     lambda: self.show_dock(self.settings_dock))
         self._action(view_menu, "&Runs", "", lambda: self.show_dock(self.runs_dock))
         theme_menu = view_menu.addMenu("&Theme")
         self._theme_actions: dict[str, QAction] = {}
@@ -290,6 +314,19 @@ class QtMainWindow(QMainWindow):
         self.server_switch = QtServerSwitch(self.bridge, self.telemetry, self.status, self,
                                             db=self.db)
         tools_menu.addAction(self.server_switch.action)
+        help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "&Keyboard shortcuts", keys.HELP.key, self.show_shortcuts)
+
+    def show_shortcuts(self) -> QMessageBox:
+        """Help > Keyboard shortcuts: the list `ui/shortcuts.py` declares (not modal)."""
+        box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard shortcuts", "", parent=self)
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        box.setText(keys.help_text())
+        box.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+        self.shortcuts_box = box
+        return box
 
     def _action(self, menu, text: str, shortcut: str, slot) -> QAction:
         action = menu.addAction(text)
@@ -364,6 +401,7 @@ class QtMainWindow(QMainWindow):
         load the configured model (the bundled default when none is set) so the window is
         ready to chat."""
         self.banner.show_state()
+        self.chat_keys.focus_composer()  # typing at once goes to the message box
         await self.conversations.refresh()
         last = self.memory.conversation_id
         if last is not None and last in self.conversation_list.ids():

@@ -100,8 +100,12 @@ class QtServerSwitch(QObject):
         self._watch.start()
 
     def _serve(self) -> None:
+        # A plain selector loop, named: on Python < 3.12 qasync.run installs its Qt loop policy
+        # globally, so asyncio.run here would build a Qt loop off the main thread, which stops
+        # at once ("Event loop stopped before Future completed": issue 39).
         try:
-            asyncio.run(self._main())
+            with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop) as runner:
+                runner.run(self._main())
         except SystemExit:  # uvicorn exits this way when it cannot bind the port
             self._failure = f"could not listen on {HOST}:{self.port} (is it in use?)"
         except Exception as exc:

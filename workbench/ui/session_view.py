@@ -60,12 +60,14 @@ class SessionView:
                               f"loaded in {model.load_seconds:.1f} s")
         self.status.set_state("idle")
         control = ThinkControl(model.think_control)
-        if model.chat_mode:
+        if not model.chat_mode:
+            self.composer.show_no_thinking("raw text: no chat template")
+        elif not model.reasons:  # shown ticked, it said a model thinks that cannot
+            self.composer.show_no_thinking("this model does not reason (its chat template "
+                                           "marks no reasoning)")
+        else:
             self.composer.set_think_control(control.value, think_control_note(control),
                                             model.config.think)
-        else:
-            self.composer.set_think_control("none", "raw text: no chat template", False)
-            self.composer.think.setChecked(False)
         if model.warnings:  # the settings work, but badly (the expert cache cliff): say so
             self.notice.show_error(" ".join(_sentence(w) for w in model.warnings))
         elif "synthetic" in model.name.lower():

@@ -28,6 +28,7 @@ class QtChatView(QWidget):
     regenerate_requested = Signal(int)
     continue_requested = Signal(int)
     edit_submitted = Signal(int, str)
+    edit_closed = Signal()  # an inline editor closed while it had the keyboard focus
     version_requested = Signal(int)
     token_clicked = Signal(int)
     tokens_shown = Signal(object)  # a QtMessageWidget that was given its tokens (set_tokens)
@@ -85,6 +86,7 @@ class QtChatView(QWidget):
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.continue_requested.connect(self.continue_requested)
         widget.edit_submitted.connect(self.edit_submitted)
+        widget.edit_closed.connect(self.edit_closed)
         widget.version_requested.connect(self.version_requested)
         widget.token_clicked.connect(self.token_clicked)
         widget.tokens_set.connect(lambda w=widget: self.tokens_shown.emit(w))

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QMimeData, QObject, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QKeyEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -72,6 +72,14 @@ class QtPromptEdit(QPlainTextEdit):
             self.files_dropped.emit(files)
             return
         super().dropEvent(event)
+
+    def event(self, event: QEvent) -> bool:
+        # Esc is this box's (stop, or cancel an inline edit) before the window's Esc shortcut.
+        if (event.type() == QEvent.Type.ShortcutOverride
+                and event.key() == Qt.Key.Key_Escape):  # type: ignore[attr-defined]
+            event.accept()
+            return True
+        return super().event(event)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() == Qt.Key.Key_Escape:
@@ -184,6 +192,12 @@ class QtComposer(QWidget):
         """"none": the template cannot turn thinking off, so the switch reads on, disabled."""
         self.think.setEnabled(control != "none")
         self.think.setChecked(True if control == "none" else default_on)
+        self.think_note.setText(note)
+
+    def show_no_thinking(self, note: str) -> None:
+        """A model that cannot reason (or raw text): the switch off, disabled, and why."""
+        self.think.setEnabled(False)
+        self.think.setChecked(False)
         self.think_note.setText(note)
 
     # ---- images ---------------------------------------------------------------------------------

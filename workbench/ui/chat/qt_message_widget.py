@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from workbench.store import format_stats_line
 from workbench.ui.chat.context import status_note
+from workbench.ui.chat.qt_composer import QtPromptEdit
 from workbench.ui.chat.qt_markdown_view import QtMarkdownView
 from workbench.ui.chat.qt_reasoning_block import QtReasoningBlock
 from workbench.ui.chat.qt_thumbnails import QtThumbnailStrip
@@ -50,6 +51,7 @@ class QtMessageWidget(QFrame):
     regenerate_requested = Signal(int)  # message id of the answer to regenerate
     continue_requested = Signal(int)  # message id of the answer to generate on from its end
     edit_submitted = Signal(int, str)  # message id of the user message, the new text
+    edit_closed = Signal()  # the inline editor closed while it had the keyboard focus
     version_requested = Signal(int)  # message id of the sibling to show
     token_clicked = Signal(int)  # token index across the conversation (x on the plots)
     tokens_set = Signal()  # set_tokens gave it its tokens (the stall explainer listens)
@@ -147,8 +149,13 @@ class QtMessageWidget(QFrame):
 
     def _ensure_editor(self) -> QPlainTextEdit:
         if self.editor is None:
-            self.editor = QPlainTextEdit()
+            # The composer's own box: Enter sends, Shift+Enter starts a new line, Esc cancels.
+            self.editor = QtPromptEdit()
+            self.editor.setToolTip("Enter sends, Shift+Enter: new line, Esc cancels")
+            self.editor.submitted.connect(self._submit_edit)
+            self.editor.escape.connect(self.cancel_edit)
             self.save_button = QPushButton("Save and send")
+            self.save_button.setToolTip("Save and send (Enter)")
             cancel = QPushButton("Cancel")
             self.save_button.clicked.connect(self._submit_edit)
             cancel.clicked.connect(self.cancel_edit)
@@ -320,9 +327,12 @@ class QtMessageWidget(QFrame):
     def cancel_edit(self) -> None:
         if self.editor is None:
             return
+        had_focus = self.editor.hasFocus()
         self.editor.setVisible(False)
         self._edit_row.setVisible(False)
         self.body.setVisible(True)
+        if had_focus:  # not lost in a hidden widget: back to the window's message box
+            self.edit_closed.emit()
 
     def _submit_edit(self) -> None:
         if self.editor is None:

@@ -63,8 +63,9 @@ class StallExplainer(QObject):
             listing.setVisible(False)
             self.markers.remove(mid)
             return
-        listing.show_explanation(result.explanation)
-        self.markers.show(mid, [x0 + t.index for t in result.explanation.slow])
+        listing.show_explanation(result.explanation, x0)
+        # Only the listed tokens are marked: every slow one buried the lines (issue 39).
+        self.markers.show(mid, [x0 + i for i in listing.indices])
 
     def _select(self, widget: QtMessageWidget, index: int) -> None:
         x = widget.token_x0 + index

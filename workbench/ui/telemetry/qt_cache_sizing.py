@@ -32,6 +32,8 @@ from workbench.ui.qt_replay_plot import SizingItems
 from workbench.ui.qt_text_style import SMALL_PX, dim_text
 
 NEEDS_STREAMING = "needs expert streaming (the streamer records the routing)"
+READING = "reading this conversation's routing…"
+COMPUTING = "computing the curves from this conversation's routing…"
 WATCH_MS = 400
 FetchRoutes = Callable[[], Awaitable[RouteTrace | None]]
 
@@ -137,6 +139,8 @@ class QtCacheSizing(QWidget):
         if self._task is not None and not self._task.done():
             self._task.cancel()
         self._current = next(self._generation)
+        if self.curves is None:  # not "after the first answer" while it is being read
+            self._say(READING)
         self._task = asyncio.get_running_loop().create_task(self._refresh(self._current))
 
     async def _refresh(self, generation: int) -> None:
@@ -156,6 +160,8 @@ class QtCacheSizing(QWidget):
             self._say("the curves appear after the first answer of a conversation")
             return
         loads = [(t.turn, t.load) for t in trace.loads]
+        if self.curves is None:
+            self._say(COMPUTING)
 
         def work() -> SizingCurves:
             return compute_curves(loads, trace.meta,

@@ -52,7 +52,7 @@ from workbench.ui.telemetry.series import (
     row_values,
 )
 from workbench.ui.telemetry.span import SpanSummary, span_text, summarize_span
-from workbench.ui.telemetry.view_range import follow_x_range, y_ceiling
+from workbench.ui.telemetry.view_range import YScale, follow_x_range, y_scale
 from workbench.ui.ui_pacer import UiPacer, pace_note, shared_pacer
 
 # The timer ticks at ~30 Hz, the most the plots ever repaint; the shared pacer (ui_pacer.py)
@@ -68,7 +68,7 @@ MAX_TURN_MARKERS = 200
 AXIS_WIDTH = 42  # px for the left axis: four digits; wider only when its labels need it
 AXIS_SLACK = 16  # px the plots' minimum width leaves for axes wider than that
 NO_DATA = "no data yet"
-NOT_MEASURED = "not measured\n(needs expert streaming)"  # two lines: a plot is narrow
+CLIPPED_COLOUR = "#e65100"  # the slow-token markers' orange: "look here"
 
 
 class QtTelemetryPanel(QWidget):
@@ -132,6 +132,9 @@ class QtTelemetryPanel(QWidget):
         self._plot_columns: dict[str, list[int]] = {}
         self._specs: dict[str, PlotSpec] = {spec.key: spec for spec in PLOTS}
         self._empty_labels: dict[str, pg.TextItem] = {}
+        # Per plot, the outliers above its (robust) y axis: "▲ 1 above: 3000 ms" in a corner.
+        self._clip_labels: dict[str, pg.TextItem] = {}
+        self.clipped: dict[str, int] = {}
         self._axis_units: dict[str, str] = {}  # the unit each left axis is labelled in
         self._plot_curves: dict[str, list[tuple[pg.PlotDataItem, int]]] = {}
         self._stale: set[str] = set()  # plots whose curves lag behind the ring buffer
@@ -193,6 +196,10 @@ class QtTelemetryPanel(QWidget):
             empty = pg.TextItem(NO_DATA, color=self.colours.dim, anchor=(0.5, 0.5))
             empty.setParentItem(plot.getViewBox())
             self._empty_labels[spec.key] = empty
+            clip = pg.TextItem("", color=CLIPPED_COLOUR, anchor=(0, 0))
+            clip.setParentItem(plot.getViewBox())
+            clip.setVisible(False)
+            self._clip_labels[spec.key] = clip
             view_box.sigResized.connect(lambda _, key=spec.key: self._place_label(key))
             # No numbers until there is something to measure them by.
             plot.getAxis("left").setStyle(showValues=False)
@@ -317,7 +324,12 @@ class QtTelemetryPanel(QWidget):
         for key in self.plots:
             self._say(key, NO_DATA)
         self.headline = HeadlineTracker()
+        self._show_headline()  # a new chat shows none of the last one's figures...
         self.set_following(True)
+        for key, plot in self.plots.items():  # ...nor its x axis, nor its y scale
+            self._set_range(f"x:{key}", plot, *follow_x_range(0, 0))
+            self._set_range(key, plot, 0.0, 1.0)
+            self._flag_clipped(key, YScale(1.0, 0, math.nan))
         self.cleared.emit()
 
     # ---- painting -----------------------------------------------------------------------------
@@ -373,7 +385,7 @@ class QtTelemetryPanel(QWidget):
             if self.following and len(x):
                 self._set_range(f"x:{key}", self.plots[key], lo, hi)
             measured = any(np.isfinite(view[:, col]).any() for col in self._plot_columns[key])
-            self._say(key, NO_DATA if not len(x) else NOT_MEASURED
+            self._say(key, NO_DATA if not len(x) else self._specs[key].unmeasured
                       if len(view) and not measured else "")
             for item, col in self._plot_curves[key]:
                 y = view[:, col]
@@ -385,9 +397,10 @@ class QtTelemetryPanel(QWidget):
                     continue
                 item.setData(view[:, 0], y)
             if self.following and len(x):
-                top = y_ceiling([view[:, col] for col in self._plot_columns[key]],
+                scale = y_scale([view[:, col] for col in self._plot_columns[key]],
                                 cap=self._specs[key].y_max)
-                self._set_range(key, self.plots[key], 0.0, top)
+                self._set_range(key, self.plots[key], 0.0, scale.top)
+                self._flag_clipped(key, scale)
         self.repaints += 1
 
     def _set_range(self, key: str, plot: pg.PlotItem, lo: float, hi: float) -> None:
@@ -416,6 +429,22 @@ class QtTelemetryPanel(QWidget):
         label = self._empty_labels[key]
         if label.isVisible():
             label.setPos(self.plots[key].getViewBox().boundingRect().center())
+        clip = self._clip_labels[key]
+        if clip.isVisible():
+            clip.setPos(self.plots[key].getViewBox().boundingRect().topLeft())
+
+    def _flag_clipped(self, key: str, scale: YScale) -> None:
+        """Say how many values lie above the axis, and the highest (hover reads each)."""
+        self.clipped[key] = scale.clipped
+        clip = self._clip_labels[key]
+        text = ""
+        if scale.clipped:
+            text = f"▲ {scale.clipped} above the axis, max {scale.peak:.4g} {self._specs[key].unit}"
+        if text != clip.toPlainText():
+            clip.setText(text)
+        if clip.isVisible() != bool(text):
+            clip.setVisible(bool(text))
+        self._place_label(key)
 
     def _fit_axis(self, key: str, top: float) -> None:
         """Label the left axis in a unit its numbers fit (MiB becomes GiB) and make it wide

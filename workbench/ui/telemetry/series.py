@@ -132,6 +132,8 @@ class PlotSpec:
     unit: str  # "" for a count
     curves: tuple[Curve, ...]
     y_max: float | None = None  # the axis never goes past this (a percentage stops at 100)
+    # Over the plot while its columns are unmeasured: what would measure them.
+    unmeasured: str = "not measured\n(needs expert streaming)"  # two lines: a plot is narrow
 
 
 # Titles are short enough for two plots side by side in a dock beside the chat (~230 px each
@@ -170,7 +172,7 @@ PLOTS: tuple[PlotSpec, ...] = (
         Curve("cpu_cores", "CPU time / wall", "#8bc34a"),
     )),
     PlotSpec(speculation.PLOT[0], speculation.PLOT[1], speculation.PLOT[2],
-             tuple(Curve(*c) for c in speculation.PLOT[3])),
+             tuple(Curve(*c) for c in speculation.PLOT[3]), unmeasured=speculation.UNMEASURED),
 )
 
 

@@ -18,6 +18,8 @@ SERIES: tuple[tuple[str, Callable[[dict[str, float]], float]], ...] = (
     ("spec_kept", itemgetter("draft_kept")),
 )
 
+# Not "needs expert streaming": the lane is empty while speculation is off, streaming or not.
+UNMEASURED = "speculation is off\n(Settings: Speculative decoding)"
 # (key, title, unit, curves as (column, name, colour)): series.py builds its PlotSpec from it.
 PLOT = ("spec", "Speculation per decode", "tokens", (
     ("spec_drafted", "drafted", "#9e9e9e"),

@@ -9,11 +9,18 @@ window, and growing the y range to "nice" ceilings, keeps axes still for most fr
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 FOLLOW_WINDOW = 256  # tokens visible while following
 FOLLOW_STEP = 64  # the x range moves by this many tokens at a time
+# Robust y: with at least ROBUST_MIN_POINTS visible values, an axis reaches OUTLIER_FACTOR times
+# their ROBUST_QUANTILE and no further; what lies above is clipped and flagged (one early 3 s
+# token pinned the wall axis at 4000 ms, and later 10 ms tokens lay flat on its floor).
+ROBUST_MIN_POINTS = 16
+ROBUST_QUANTILE = 0.9
+OUTLIER_FACTOR = 4.0
 
 
 def follow_x_range(first: float, last: float, window: int = FOLLOW_WINDOW,
@@ -42,9 +49,30 @@ def nice_ceiling(value: float) -> float:
 def y_ceiling(columns: list[np.ndarray], cap: float | None = None) -> float:
     """A nice ceiling over the finite values of the visible columns (NaN gaps ignored), never
     above `cap` (a hit rate of 99 % would otherwise get an axis to 200 %)."""
-    peak = 0.0
-    for col in columns:
-        if col.size and np.isfinite(col).any():
-            peak = max(peak, float(np.nanmax(col)))
+    return y_scale(columns, cap, robust=False).top
+
+
+@dataclass(frozen=True, slots=True)
+class YScale:
+    top: float  # the axis' ceiling
+    clipped: int  # visible values above it (outliers)
+    peak: float  # the largest visible value (NaN: none)
+
+
+def y_scale(columns: list[np.ndarray], cap: float | None = None,
+            robust: bool = True) -> YScale:
+    """The axis for the visible columns: a nice ceiling over their values, or, when a few
+    outliers stand far above the rest (more than OUTLIER_FACTOR times the ROBUST_QUANTILE),
+    over the rest, with the outliers counted as clipped."""
+    parts = [col[np.isfinite(col)] for col in columns if col.size]
+    values = np.concatenate(parts) if parts else np.empty(0)
+    if not values.size:
+        return YScale(1.0 if cap is None else min(1.0, cap), 0, math.nan)
+    peak = float(values.max())
     ceiling = nice_ceiling(peak * 1.05)
-    return ceiling if cap is None else min(ceiling, cap)
+    if robust and values.size >= ROBUST_MIN_POINTS:
+        bound = OUTLIER_FACTOR * float(np.quantile(values, ROBUST_QUANTILE))
+        if 0 < bound < peak:
+            ceiling = nice_ceiling(bound)
+    top = ceiling if cap is None else min(ceiling, cap)
+    return YScale(top, int((values > top).sum()), peak)
