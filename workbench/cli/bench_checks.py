@@ -91,8 +91,8 @@ def problems(args: argparse.Namespace) -> list[str]:
 
 
 def _model_problems(args: argparse.Namespace, kind: str) -> list[str]:
+    from workbench.engine.model_load import check_draft_model
     from workbench.engine.requests import SessionError
-    from workbench.engine.session import check_draft_model
     from workbench.moe.layout import ModelFileError, read_model_facts
 
     typed = {s: getattr(args, s) for s in BY_NAME if hasattr(args, s)}
