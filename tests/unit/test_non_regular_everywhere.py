@@ -73,7 +73,7 @@ def _store_health(path: Path) -> object:
 
 
 def _draft(path: Path) -> object:
-    from workbench.engine.session import check_draft_model
+    from workbench.engine.model_load import check_draft_model
     from workbench.moe.layout import ModelFacts
 
     return check_draft_model(path, ModelFacts.__new__(ModelFacts))

@@ -102,9 +102,9 @@ def _model_problems(args: argparse.Namespace, kind: str) -> list[str]:
     found = [p.message for p in validate(config)]  # the settings flags, as chat checks them
     if found:
         return found
-    for name in ("chat_template", "mmproj"):  # read at load: a FIFO would block it forever
-        if kind := not_regular(getattr(config, name)) if getattr(config, name) else "":
-            return [f"{BY_NAME[name].flags[0]}: {getattr(config, name)} is {kind}, not a file"]
+    for name in ("chat_template_file", "mmproj"):  # read at load: a FIFO would block it forever
+        if what := not_regular(getattr(config, name)) if getattr(config, name) else "":
+            return [f"{BY_NAME[name].flags[0]}: {getattr(config, name)} is {what}, not a file"]
     if getattr(args, "drafter", "") == "draft" and not config.spec_draft_model:
         return ["--drafter draft needs --spec-draft-model PATH (a small GGUF with the model's "
                 "vocabulary), or use --drafter ngram"]
