@@ -20,7 +20,7 @@ from workbench.embedded import CHAT_MODEL
 
 # Measured with `python -m tests.engine.everyday` on a 2-core AVX2 EPYC (7 questions at 64
 # tokens, 4 long tasks at 256: a story, a haiku, a list, a story continued past the limit):
-#   generic defaults (greedy, no system prompt)   questions 3/7  long 2/4 (French verse, loops)
+#   generic defaults (greedy, no system prompt)   questions 4/7  long 1/4 (French verse, loops)
 #   greedy + this system prompt (the old default) questions 7/7  long 1/4 (list, stories loop)
 #   greedy + repetition penalty 1.1 alone         questions 5/7  long 4/4
 #   greedy + this system prompt + penalty 1.1     questions 7/7  long 3/4 (no loop; the dragon
