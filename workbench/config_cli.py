@@ -85,7 +85,11 @@ def settings_markdown() -> str:
         "takes effect: `load` settings are fixed when the model is opened, so changing one "
         "reopens the model; `request` settings apply from the next reply. A setting with a "
         "**Requires** condition is ignored (and disabled in the settings panel) while the "
-        "condition does not hold.",
+        "condition does not hold.", "",
+        "The defaults below are every model's, with one exception: the bundled chat model "
+        "(SmolLM2-135M-Instruct) opens with a short system prompt and a repetition penalty of "
+        "1.1 over them, still greedy (`workbench/engine/model_defaults.py`; why, and how "
+        "Regenerate behaves, in docs/chat.md, \"Chat defaults of the bundled model\").",
     ]
     for group in GROUPS:
         lines += ["", f"## {group.name}", "", f"{group.blurb}.", "",

@@ -135,6 +135,9 @@ def test_regenerate_and_edit_make_siblings(qtbot, make_window):
     qtbot.waitUntil(lambda: window.chat.turns_done > done, timeout=WAIT)
     second = window.chat_view.messages[-1]
     assert second.shown.id != first_id and second.version_label.text() == "2/2"
+    # Greedy: the same answer again, and the window says why and what to change.
+    assert window.notice.kind == "info" and "Greedy" in window.notice.text
+    assert "Raise Temperature" in window.notice.text
     assert second.prev_button.isEnabled() and not second.next_button.isEnabled()
     second.prev_button.click()
     qtbot.waitUntil(lambda: window.chat_view.messages[-1].shown.id == first_id, timeout=WAIT)
@@ -153,6 +156,24 @@ def test_regenerate_and_edit_make_siblings(qtbot, make_window):
         roots = store.siblings(edited.shown.id)
         assert [m.content for m in roots.messages] == ["Pick a number.", "Pick a letter."]
         assert store.siblings(first_id).count == 2  # nothing was erased
+
+
+def test_regenerate_samples_a_new_version_with_a_new_seed_it_shows(qtbot, make_window,
+                                                                    model_config):
+    window = make_window(config=model_config.replace(temp=1.5, top_k=0, top_p=1.0, seed=7,
+                                                     n_predict=24))
+    send(qtbot, window, "Pick a number.")
+    first = window.chat_view.messages[-1]
+    done = window.chat.turns_done
+    first.regenerate_button.click()
+    qtbot.waitUntil(lambda: window.chat.turns_done > done, timeout=WAIT)
+    second = window.chat_view.messages[-1]
+    seed = window.chat.config.seed
+    assert seed not in (-1, 7)  # a new seed, in force and kept with the conversation
+    assert window.notice.kind == "info" and f"seed {seed}" in window.notice.text
+    # Sampling at a high temperature with another seed: 24 tokens do not come out the same.
+    assert second.shown.content != first.shown.content, second.shown.content
+    assert second.version_label.text() == "2/2"
 
 
 def test_a_bad_model_file_shows_an_error_and_the_app_keeps_running(qtbot, make_window, tmp_path,

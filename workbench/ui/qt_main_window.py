@@ -173,6 +173,7 @@ class QtMainWindow(QMainWindow):
             on_conversations_changed=lambda: self.tasks.spawn(
                 self.conversations.refresh(), name="refresh-list"),
             on_turn_finished=self._turn_finished, show_error=self.notice.show_error,
+            show_info=self.notice.show_info,
         )
         self.session.listen(SessionView(self.status, self.notice, self.composer,
                                         self.settings_page, self.runs_page,

@@ -37,6 +37,7 @@ from workbench.ui.chat import auto_title
 from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import NO_PROJECTOR_HINT, QtComposer
+from workbench.ui.chat.regenerate_seed import plan_regenerate
 from workbench.ui.chat.shown import ShownMessage
 from workbench.ui.chat.stats_line import (
     kv_states_text,
@@ -78,6 +79,7 @@ class ChatController:
         on_conversations_changed: Callable[[], None] = lambda: None,
         on_turn_finished: Callable[[], None] = lambda: None,
         show_error: Callable[[str], None] = lambda text: None,
+        show_info: Callable[[str], None] = lambda text: None,
     ) -> None:
         self.session, self.bridge, self.db = session, session.bridge, db
         self.chat, self.composer = widgets.chat, widgets.composer
@@ -86,6 +88,7 @@ class ChatController:
         self.on_conversations_changed = on_conversations_changed
         self.on_turn_finished = on_turn_finished  # a new run is stored (the runs list shows it)
         self.show_error = show_error  # the window's notice bar: what went wrong, what to do
+        self.show_info = show_info  # ...and what happened that the user should know
         self.conversation_id: int | None = None
         self.path: list[Message] = []
         self.images: dict[int, list[StoredImage]] = {}  # the path's messages' images, by id
@@ -267,6 +270,12 @@ class ChatController:
             return
         user = self.path[index - 1]
         history = model_history(self.path[: index - 1], self.images)
+        # A new version that can differ: a new seed when sampling; greedy says why it cannot.
+        plan = plan_regenerate(self.config)
+        if plan.config is not None and not await self.session.apply_conversation_settings(
+                plan.config):
+            return
+        self.show_info(plan.note)
         self._begin_answer()
         try:
             answer = await self.db.call(lambda s: s.regenerate(answer_id))
