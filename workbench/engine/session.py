@@ -56,6 +56,7 @@ from workbench.engine.requests import (
     SessionError,
     StopReason,
 )
+from workbench.engine.scoring import ForcedParts, ForcedRun, OnLogits, teacher_force
 from workbench.engine.sinks import Sink
 from workbench.engine.spec.drafters import DraftModelError, ModelDrafter, NgramDrafter
 from workbench.engine.spec.speculator import Speculator
@@ -551,6 +552,38 @@ class Session:
         result.reprefill_reason = reprefill_reason
         self._turn_index += 1
         return result
+
+    def teacher_force(self, tokens: list[int], on_logits: OnLogits, *, first: int = 0,
+                      batch: int = 1) -> ForcedRun:
+        """Read `tokens` as given (quality scoring, engine/scoring.py): each position's logits
+        go to `on_logits`. The conversation in the context steps aside first (to the pool);
+        afterwards the memory holds the text, owned by no conversation. Speculates as a turn
+        would when the settings say so (not in batched mode)."""
+        self._thread.check("teacher_force")
+        with self._busy:
+            try:
+                assert self._model and self._ctx and self._kv and self._abort
+                self._switch_to(None)
+                self._kv_text = ""
+                speculator = self._speculation()[0] if batch <= 1 else None
+                return teacher_force(ForcedParts(
+                    model=self._model, ctx=self._ctx, kv=self._kv, abort=self._abort,
+                    cancel=self._cancel, streaming=self._streaming, speculator=speculator,
+                ), tokens, on_logits, first=first, batch=batch)
+            finally:
+                self._cancel.clear()
+                if self._abort is not None:
+                    self._abort.clear()
+
+    def tokenize(self, text: str, *, bos: bool = True) -> list[int]:
+        """`text` as the model's tokens, plain text (special tokens are not parsed)."""
+        self._thread.check("tokenize")
+        assert self._model is not None
+        return self._model.tokenize(text, add_special=bos, parse_special=False)
+
+    def token_piece(self, token: int) -> bytes:
+        assert self._model is not None
+        return self._model.token_to_piece(token)
 
     def _reprefill_reason(self, prompt_text: str) -> str:
         """Why the new prompt does not extend what the KV holds ("" when it does)."""
