@@ -17,14 +17,12 @@ from workbench.config import Config
 from workbench.moe.cache_policies import POLICIES
 
 # Repetitive on purpose: the n-gram drafter proposes, and parts of its drafts match the text.
-TEXT = ("The light shows two white flashes every fifteen seconds. The keeper times the light "
-        "every night. The light shows two white flashes every fifteen seconds, and the keeper "
-        "writes the time in the ledger. The light shows two white flashes every fifteen "
-        "seconds.")
+# (The tiny model's vocabulary is nearly a character each: this is ~60 positions.)
+TEXT = "two white flashes, then dark; two white flashes, then dark; two white"
 
 
 def _config(model: Path, **changes: object) -> Config:
-    return Config(model=str(model), chat_template=False, n_ctx=256, n_threads=2, n_batch=32,
+    return Config(model=str(model), chat_template=False, n_ctx=256, n_threads=1, n_batch=32,
                   n_ubatch=1).replace(**changes)
 
 
@@ -34,7 +32,7 @@ def _streamed(model: Path, **changes: object) -> Config:
 
 def assert_lossless(report: quality.QualityReport) -> None:
     f = report.figures
-    assert report.n_scored > 40
+    assert report.n_scored > 30
     assert (report.series.kl == 0.0).all(), f"KL {report.series.kl.max()} at some position"
     assert (report.series.argmax_setting == report.series.argmax_reference).all()
     assert f.flips == 0 and f.ppl_ratio.estimate == 1.0
@@ -115,15 +113,15 @@ def test_the_sensitivity_check_fails_if_the_scorer_reads_the_reference_twice(
 
 
 def test_a_long_text_is_cut_to_the_context_with_a_note(tiny_moe_path):
-    report = quality.score_text(_config(tiny_moe_path, n_ctx=32), TEXT * 3)
-    assert report.n_scored == 32 and report.n_text_tokens > 33
+    report = quality.score_text(_config(tiny_moe_path), TEXT * 6)  # ~420 tokens, n_ctx 256
+    assert report.n_scored == 256 and report.n_text_tokens > 257
     assert any("cut to the context" in n for n in report.notes)
     capped = quality.score_text(_config(tiny_moe_path), TEXT, max_tokens=10)
     assert capped.n_scored == 10 and any("--tokens" in n for n in capped.notes)
 
 
 def test_the_bundled_questions_score_by_letter_and_by_text(tiny_moe_path):
-    qs = choices.read_questions(choices.default_choices_path())[:6]
+    qs = choices.read_questions(choices.default_choices_path())[:2]
     same = choices.score_choices(_streamed(tiny_moe_path), qs, by="letter")
     assert same.setting.scores == same.reference.scores  # lossless: the same log-probs
     assert same.lost == same.gained == [] and same.p_value == 1.0
