@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -24,7 +25,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -46,9 +47,11 @@ from workbench.server.responses import (
 )
 from workbench.server.runner import Event, Generation, Runner, Started
 from workbench.server.stop_filter import StopFilter
+from workbench.server.structured import LogprobsOut
 from workbench.server.telemetry import RequestInfo
 
 MAX_BODY_BYTES = 4 << 20  # default request size limit
+log = logging.getLogger("uvicorn.error")  # the server's own log: its level and format
 
 
 class ClientGone(Exception):
@@ -75,7 +78,18 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
 
     async def _answer(request: Request, parse: Callable[[dict[str, Any]], EngineCall],
                       prefix: str) -> Response:
-        call = parse(parse_json(await read_body(request, max_body_bytes)))
+        try:
+            body = await read_body(request, max_body_bytes)
+        except ClientDisconnect:
+            # Left before its body ended (a Content-Length never reached, a chunked body
+            # abandoned): nobody is there to answer. One line, no traceback.
+            # A chunked body cut or malformed is uvicorn's own one line ("Invalid HTTP
+            # request received."): a second would say it twice.
+            if "chunked" not in request.headers.get("transfer-encoding", "").lower():
+                log.warning("a client (%s) left before its request body ended; nothing was run",
+                            client_label(request))
+            return Response(status_code=499)
+        call = parse(parse_json(body))
         info = RequestInfo(id=f"{prefix}-{uuid.uuid4().hex[:24]}", kind=call.kind,
                            client=client_label(request, call.client))
         generation = runner.start(call, info)
@@ -92,12 +106,16 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
                                          headers={"Cache-Control": "no-cache",
                                                   "X-Accel-Buffering": "no"})
             item: Event = first
+            logprobs = LogprobsOut(call.kind, call.decoding.logprobs >= 0)
             while not isinstance(item, GenerateResult):
+                if isinstance(item, TokenEvent):
+                    logprobs.add(item.choice)
                 item = await _next(generation, gone)
             if not item.ok:
                 raise _refusal(item)
             make = chat_response if call.kind == "chat" else completion_response
-            return JSONResponse(make(info.id, model_id, int(time.time()), item, call.stop))
+            return JSONResponse(make(info.id, model_id, int(time.time()), item, call.stop,
+                                     logprobs.whole()))
         except ClientGone:
             generation.cancel()
             return Response(status_code=499)
@@ -112,6 +130,7 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
         maker = ChunkMaker(call.kind, info.id, model_id)
         tracker = DeltaTracker()
         stops = StopFilter(call.stop)
+        logprobs = LogprobsOut(call.kind, call.decoding.logprobs >= 0)
         try:
             if call.kind == "chat":
                 yield _sse(maker.role())
@@ -121,18 +140,20 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
                     # A comment line: keeps the connection alive, and a client gone is seen.
                     yield f": prefill {item.done}/{item.total}\n\n"
                 elif isinstance(item, TokenEvent):
+                    logprobs.add(item.choice)
                     answer, reasoning = tracker.update(item.metrics.text, item.metrics.reasoning)
                     answer = stops.feed(answer)
                     if answer or reasoning:
-                        yield _sse(maker.delta(answer, reasoning))
+                        yield _sse(maker.delta(answer, reasoning, logprobs.pending()))
                 elif isinstance(item, GenerateResult):
                     rest = stops.flush()
                     if rest:
-                        yield _sse(maker.delta(rest))
+                        yield _sse(maker.delta(rest, logprobs=logprobs.pending()))
                     if not item.ok:
                         yield _sse(_refusal(item).body())
                     else:
-                        for chunk in maker.finish(item, stops.stopped, call.include_usage):
+                        for chunk in maker.finish(item, stops.stopped, call.include_usage,
+                                                  logprobs.pending()):
                             yield _sse(chunk)
                     yield "data: [DONE]\n\n"
                     return
@@ -199,16 +220,18 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
 
 
 class ApiKeyMiddleware:
-    """`Authorization: Bearer KEY` on every request, compared in constant time."""
+    """`Authorization: Bearer KEY` on every request, the key compared in constant time. The
+    scheme's name is case-insensitive (RFC 7235: `bearer KEY` and `BEARER KEY` are the same)."""
 
     def __init__(self, app: ASGIApp, api_key: str) -> None:
         self.app = app
-        self.expected = f"Bearer {api_key}".encode()
+        self.expected = api_key.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            given = Headers(scope=scope).get("authorization", "").encode()
-            if not hmac.compare_digest(given, self.expected):
+            scheme, _, key = Headers(scope=scope).get("authorization", "").partition(" ")
+            given = key.lstrip(" ").encode() if scheme.lower() == "bearer" else b""
+            if not (given and hmac.compare_digest(given, self.expected)):
                 error = ApiError(401, "a valid API key is needed: send the header "
                                  "'Authorization: Bearer KEY' with the key the server was "
                                  "started with (--api-key)", code="invalid_api_key")
