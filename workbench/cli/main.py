@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     from workbench.cli.models import add_inspect_parser, add_make_model_parser
     from workbench.cli.replay import add_replay_parser
     from workbench.cli.runs import add_runs_parser
+    from workbench.cli.score import add_score_parser
     from workbench.cli.serve import add_serve_parser
     from workbench.cli.window import add_bench_ui_parser, add_screenshot_parser, add_window_parser
 
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_conversations_parser(sub)
     add_runs_parser(sub)
     add_advise_parser(sub)
+    add_score_parser(sub)
     add_bench_ui_parser(sub.choices["bench"])
     add_window_parser(sub)
     add_screenshot_parser(sub)

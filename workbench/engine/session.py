@@ -53,6 +53,7 @@ from workbench.engine.requests import (
     rejected,
 )
 from workbench.engine.sampling import SamplerChain
+from workbench.engine.scoring import ForcedParts, ForcedRun, OnLogits, teacher_force
 from workbench.engine.sinks import Sink
 from workbench.engine.spec.speculator import Speculator, speculator_for
 from workbench.engine.streaming import StreamingRuntime
@@ -391,6 +392,38 @@ class Session:
         result.reprefill_reason = reprefill_reason
         self._turn_index += 1
         return result
+
+    def teacher_force(self, tokens: list[int], on_logits: OnLogits, *, first: int = 0,
+                      batch: int = 1) -> ForcedRun:
+        """Read `tokens` as given (quality scoring, engine/scoring.py): each position's logits
+        go to `on_logits`. The conversation in the context steps aside first (to the pool);
+        afterwards the memory holds the text, owned by no conversation. Speculates as a greedy
+        turn would when the settings say so (not in batched mode)."""
+        self._thread.check("teacher_force")
+        with self._busy:
+            p = self._p
+            try:
+                assert p.model and p.ctx and p.kv and p.abort and self._held is not None
+                self._held.switch_to(None)
+                self._held.kv_text = ""
+                speculator = None
+                if batch <= 1:
+                    speculator = speculator_for(self.config.spec, self.config.spec_draft_max,
+                                                False, p.drafter, p.model.is_eog)[0]
+                return teacher_force(ForcedParts(
+                    model=p.model, ctx=p.ctx, kv=p.kv, abort=p.abort, cancel=self._cancel,
+                    streaming=p.streaming, speculator=speculator,
+                ), tokens, on_logits, first=first, batch=batch)
+            finally:
+                self._cancel.clear()
+                if p.abort is not None:
+                    p.abort.clear()
+
+    def tokenize(self, text: str, *, bos: bool = True) -> list[int]:
+        """`text` as the model's tokens, plain text (special tokens are not parsed)."""
+        self._thread.check("tokenize")
+        assert self._p.model is not None
+        return self._p.model.tokenize(text, add_special=bos, parse_special=False)
 
     def _turn_loop(self, speculator: Speculator | None = None, spec_note: str = "off",
                    picks: TurnPicks | None = None) -> TurnLoop:

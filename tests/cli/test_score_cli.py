@@ -1,0 +1,32 @@
+"""`workbench score` from the command line: figures printed, bad inputs refused with exit 1."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from workbench.cli.main import main
+
+
+def test_score_prints_the_figures_as_json(tiny_moe_path, tmp_path, capsys):
+    text = tmp_path / "t.txt"
+    text.write_text("two white flashes, then dark; two white flashes, then dark")
+    rc = main(["score", str(text), "-m", str(tiny_moe_path), "--tokens", "24", "-t", "1",
+               "--no-chat-template", "-c", "256", "--moe-stream", "--n-expert-used", "1",
+               "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n_scored"] == 24 and out["setting"]["settings"]["n_expert_used"] == 1
+    assert out["quality"]["kl_mean"][0] > 0 and out["kl_ms_per_position"] > 0
+
+
+def test_score_refuses_a_fifo_and_batches_of_dropping(tmp_path, capsys):
+    fifo = tmp_path / "text"
+    os.mkfifo(fifo)
+    assert main(["score", str(fifo)]) == 1
+    assert "named pipe" in capsys.readouterr().err
+    text = tmp_path / "t.txt"
+    text.write_text("some text")
+    assert main(["score", str(text), "--batched", "8", "--moe-stream", "--cache-mb", "64",
+                 "--drop-cold-frac", "0.5"]) == 1
+    assert "batch routes every position" in capsys.readouterr().err

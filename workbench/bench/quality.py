@@ -1,0 +1,252 @@
+"""Scoring a text for quality: what a setting costs against the lossless reference.
+
+The model reads the text teacher-forced (engine/scoring.py), one token per decode, twice, in two
+sessions opened one after the other: under the lossless reference settings (the same model, read
+whole, nothing dropped, no override, no speculation), whose logits are kept on disk, then under
+the settings given, whose every position is compared with the reference's as it is read. The
+figures are bench/quality_stats.py's; docs/quality.md says how to read them.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workbench.bench.engine import on_engine, opened
+from workbench.bench.quality_stats import (
+    PositionSeries,
+    QualityFigures,
+    SeriesBuilder,
+    figures,
+    log_softmax,
+)
+from workbench.bench.stats import Interval, aggregate_rate_ci
+from workbench.config import SETTINGS, Config
+from workbench.engine.scoring import ForcedRun
+from workbench.engine.session import Session
+from workbench.file_kind import not_regular
+from workbench.paths import resources_dir
+
+# The settings panel's group of lossy levers: the reference puts every one at its lossless
+# default. A lever added to the group is reset with the others, nothing else to change.
+LOSSY_GROUP = "Speed / quality"
+# Settings whose effect depends on what the expert cache holds when a token is read: only
+# one-token-per-decode scoring measures them as generation meets them.
+CACHE_DEPENDENT = ("drop_cold_frac",)
+
+# progress(phase, done, total): phase is "reference" or "setting".
+Progress = Callable[[str, int, int], None]
+
+
+class QualityError(RuntimeError):
+    """Scoring could not run; the message says why and what to do."""
+
+
+def default_text_path() -> Path:
+    return resources_dir() / "quality" / "reference.txt"
+
+
+def read_text(path: Path) -> str:
+    """A reference text: any UTF-8 file. QualityError says what is wrong with another."""
+    if kind := not_regular(path):  # reading a FIFO would wait for a writer forever
+        raise QualityError(f"{path} is {kind}, not a text file: give a UTF-8 text file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise QualityError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise QualityError(f"{path} is not UTF-8 text (byte {exc.start} is "
+                           f"0x{data[exc.start]:02x}): save it as UTF-8") from exc
+    if not text.strip():
+        raise QualityError(f"{path} is empty: there is nothing to score")
+    return text
+
+
+def lossy_settings(config: Config) -> dict[str, object]:
+    """The lossy levers set away from their lossless default."""
+    return {s.name: getattr(config, s.name) for s in SETTINGS
+            if s.group == LOSSY_GROUP and getattr(config, s.name) != s.default}
+
+
+def reference_config(setting: Config, *, streamed: bool = False) -> Config:
+    """The lossless reference for `setting`: every lossy lever at its default, no speculation,
+    and the model read whole (or, `streamed`, streamed as the setting says with nothing lost)."""
+    lossless = {s.name: s.default for s in SETTINGS if s.group == LOSSY_GROUP}
+    ref = setting.replace(**lossless, spec="off")
+    return ref if streamed else ref.replace(moe_stream=False)
+
+
+def for_scoring(config: Config) -> Config:
+    """The settings a scoring session opens with: as given, except the tokens to generate,
+    which scoring never uses (it generates nothing) and which must not refuse a small context."""
+    return config.replace(n_predict=min(config.n_predict, max(1, config.n_ctx // 2)))
+
+
+def batch_refusal(setting: Config) -> str:
+    """Why this setting cannot be scored in wide batches ("" when it can)."""
+    dependent = [n for n in CACHE_DEPENDENT
+                 if getattr(setting, n) != next(s.default for s in SETTINGS if s.name == n)]
+    if dependent:
+        return (f"{', '.join(dependent)} depends on what the expert cache holds as each token "
+                "is read, and a batch routes every position before reading any expert, so it "
+                "would be measured against a cache generation never sees. Score it one token "
+                "per decode (leave out --batched)")
+    if setting.spec != "off":
+        return "speculative decoding is scored as it runs, one verify step at a time"
+    return ""
+
+
+@dataclass(slots=True)
+class ArmRun:
+    """One of the two reads: its settings (those off the defaults) and what it cost."""
+
+    label: str
+    settings: dict[str, object]
+    forced: ForcedRun
+
+    @property
+    def tok_s(self) -> Interval:
+        """Positions per second over decode time alone (the KL work is outside the bracket)."""
+        return aggregate_rate_ci(self.forced.decode_ms)
+
+
+@dataclass(slots=True)
+class QualityReport:
+    text_name: str
+    n_text_tokens: int  # the whole text's tokens
+    n_scored: int  # positions scored
+    notes: list[str]
+    mode: str  # "one token per decode", "speculative", "batched (N)"
+    setting: ArmRun
+    reference: ArmRun
+    series: PositionSeries
+    figures: QualityFigures
+
+    @property
+    def kl_ms_per_position(self) -> float:
+        """The per-position cost of the comparison (log-softmax of both rows and the KL over
+        the vocabulary), measured in the setting's run, outside its decode brackets."""
+        f = self.setting.forced
+        return f.probe_ns / 1e6 / f.n_positions if f.n_positions else -1.0
+
+    @property
+    def speedup(self) -> float:
+        return self.setting.tok_s.estimate / self.reference.tok_s.estimate
+
+    def to_dict(self) -> dict[str, object]:
+        def arm(a: ArmRun) -> dict[str, object]:
+            iv = a.tok_s
+            return {"settings": a.settings, "tok_s": [iv.estimate, iv.low, iv.high],
+                    "decode_seconds": a.forced.decode_seconds, "decodes": a.forced.decodes,
+                    "read_bytes": a.forced.read_bytes, "hit_rate": a.forced.hit_rate}
+
+        return {"text": self.text_name, "n_text_tokens": self.n_text_tokens,
+                "n_scored": self.n_scored, "mode": self.mode, "notes": self.notes,
+                "setting": arm(self.setting), "reference": arm(self.reference),
+                "kl_ms_per_position": self.kl_ms_per_position, "speedup": self.speedup,
+                "quality": self.figures.to_dict()}
+
+
+class _ReferenceRows:
+    """The reference's logits, one float32 row per position, in a temporary file (1,000
+    positions of a 256k vocabulary are 1 GiB: too much to hold in memory beside a model)."""
+
+    def __init__(self, n: int, folder: str) -> None:
+        self._n, self._path = n, Path(folder) / "reference.npy"
+        self.rows: np.ndarray | None = None
+
+    def put(self, i: int, logits: np.ndarray) -> None:
+        if self.rows is None:  # sized by the first row: the vocabulary as the model scores it
+            self.rows = np.lib.format.open_memmap(self._path, mode="w+", dtype=np.float32,
+                                                  shape=(self._n, logits.size))
+        self.rows[i] = logits
+
+    def row(self, i: int) -> np.ndarray:
+        assert self.rows is not None
+        return self.rows[i]
+
+
+def score_text(setting: Config, text: str, *, text_name: str = "text",
+               max_tokens: int | None = None, batched: int = 0, streamed_reference: bool = False,
+               progress: Progress | None = None, stop: threading.Event | None = None,
+               warm_dir: Path | None = None) -> QualityReport:
+    """Score `text` under `setting` against its lossless reference. Runs on the benches' engine
+    thread (bench/engine.py); raises QualityError or SessionError. `warm_dir`: the setting's
+    session warm-starts its expert cache from there, as `chat` and the window do (the reference
+    never does: it is read whole)."""
+    if batched > 1 and (why := batch_refusal(setting)):
+        raise QualityError(f"batched scoring refused: {why}")
+    setting = for_scoring(setting)
+    reference = reference_config(setting, streamed=streamed_reference)
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="workbench-quality-") as folder:
+        with opened(reference) as session:
+            tokens, n_text = on_engine(lambda: _tokens(session, text, max_tokens, notes))
+            n = len(tokens) - 1
+            rows = _ReferenceRows(n, folder)
+            ref_run = _read(session, "reference", tokens, rows.put, batched, progress, stop)
+        builder = SeriesBuilder()
+
+        def compare(i: int, logits: np.ndarray) -> None:
+            builder.add(tokens[i + 1], log_softmax(rows.row(i)), log_softmax(logits))
+
+        with opened(setting, warm_dir=warm_dir) as session:
+            set_run = _read(session, "setting", tokens, compare, batched, progress, stop)
+            if setting.spec != "off" and batched <= 1:
+                mode = "speculative (drafts verified against the text)"
+            else:
+                mode = f"batched ({batched} positions per decode)" if batched > 1 else \
+                    "one token per decode"
+    series = builder.build()
+    return QualityReport(
+        text_name=text_name, n_text_tokens=n_text, n_scored=series.n, notes=notes, mode=mode,
+        setting=ArmRun("setting", setting.diff_from_defaults(), set_run),
+        reference=ArmRun("reference", reference.diff_from_defaults(), ref_run),
+        series=series, figures=figures(series),
+    )
+
+
+def _tokens(session: Session, text: str, max_tokens: int | None, notes: list[str]
+            ) -> tuple[list[int], int]:
+    """The text's tokens cut to the context (and to `max_tokens` scored positions)."""
+    tokens = session.tokenize(text)
+    n_text = len(tokens)
+    if n_text < 2:
+        raise QualityError("the text is a single token: there is nothing to score")
+    limit = session.n_ctx  # positions 0 .. n_ctx - 1 are read; the last token is only a target
+    if max_tokens is not None:
+        limit = min(limit, max_tokens)
+    if n_text - 1 > limit:
+        cut_by = "the context" if limit == session.n_ctx else "--tokens"
+        notes.append(f"the text is {n_text} tokens; scoring its first {limit} positions "
+                     f"(cut to {cut_by}: {limit} tokens)")
+        tokens = tokens[: limit + 1]
+    return tokens, n_text
+
+
+def _read(session: Session, phase: str, tokens: list[int],
+          on_row: Callable[[int, np.ndarray], None], batched: int, progress: Progress | None,
+          stop: threading.Event | None) -> ForcedRun:
+    total = len(tokens) - 1
+    every = max(1, total // 100)
+
+    def on_logits(i: int, logits: np.ndarray) -> None:
+        on_row(i, logits)
+        if progress is not None and (i % every == 0 or i == total - 1):
+            progress(phase, i + 1, total)
+        if stop is not None and stop.is_set():
+            session.cancel()
+
+    run = on_engine(lambda: session.teacher_force(tokens, on_logits, batch=batched))
+    if run.error:
+        raise QualityError(f"the {phase} run failed: {run.error}")
+    if run.stopped:
+        raise QualityError(f"scoring was stopped during the {phase} run")
+    return run
