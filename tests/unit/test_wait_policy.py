@@ -85,3 +85,17 @@ def test_the_cli_chooses_before_llama_cpp_is_imported(flags: list[str], expected
                          env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "(rule:" in out.stdout and expected in out.stdout
+
+
+def test_chats_summary_says_which_policy_and_why() -> None:
+    from workbench.cli.chat import format_perf
+    from workbench.engine.metrics import RunSummary
+
+    summary = RunSummary(turn=0, n_generated=10, gen_seconds=0.1, n_prompt=5, n_reused=0,
+                         n_past=15, n_ctx=512, load_seconds=1.0, prefill_seconds=0.01,
+                         ttft_seconds=0.02, majflt_per_token=0.0, cpu_s_per_token=0.02,
+                         loop_overhead_s_per_token=0.0001, stop_reason="length")
+    choice = wp.choose(cores=2, threads=2, lanes=4, streaming=True)
+    text = format_perf(summary, 2, choice)
+    assert "threads: 2 compute, wait policy default (rule: 2 compute threads" in text
+    assert "wait policy" not in format_perf(summary, 2)
