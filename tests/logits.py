@@ -15,11 +15,11 @@ def recorded_logits(session) -> Iterator[list[np.ndarray]]:
     pick, pick_row = session._pick_token, session._pick_row
 
     def recording_pick() -> int:
-        logits.append(session._ctx.logits().copy())
+        logits.append(session._p.ctx.logits().copy())
         return pick()
 
     def recording_pick_row(row: int) -> int:  # a speculative verify step's picks, in order
-        logits.append(session._ctx.logits_ith(row).copy())
+        logits.append(session._p.ctx.logits_ith(row).copy())
         return pick_row(row)
 
     session._pick_token = recording_pick

@@ -30,3 +30,32 @@ def not_regular(path: str | Path) -> str:
     if stat.S_ISREG(mode):
         return ""
     return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
+
+
+class NotRegularFileError(OSError):
+    """A path names something other than a regular file; raised before anything opens it. An
+    OSError, so every reader's existing `except OSError` reports it the way it reports an
+    unreadable file; its message (str) is the sentence to show."""
+
+    def __init__(self, path: str | Path, kind: str, what: str) -> None:
+        super().__init__(f"{path} is {kind}, not {what}")
+        self.kind = kind
+
+
+def regular_file(path: str | Path, what: str = "a regular file") -> Path:
+    """`path` as a Path once `stat` says it is a regular file (or does not exist: the caller's
+    open then fails as it always did); NotRegularFileError otherwise. Every path that comes from
+    a user, a flag, a setting or the data folder passes through here before it is opened."""
+    if kind := not_regular(path):
+        raise NotRegularFileError(path, kind, what)
+    return Path(path)
+
+
+def read_bytes(path: str | Path, what: str = "a regular file") -> bytes:
+    """The file's bytes, refused as `regular_file` refuses before it is opened."""
+    return regular_file(path, what).read_bytes()
+
+
+def read_text(path: str | Path, what: str = "a regular file", encoding: str = "utf-8") -> str:
+    """The file's text, refused as `regular_file` refuses before it is opened."""
+    return regular_file(path, what).read_text(encoding=encoding)

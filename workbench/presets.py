@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.config import BY_NAME, Config, ConfigError, setting_names, validate
+from workbench.file_kind import read_text
 
 _TRUE = {"1", "true", "on", "yes"}
 _FALSE = {"0", "false", "off", "no"}
@@ -96,7 +97,7 @@ def parse_preset(text: str) -> Preset:
 def load_preset_file(path: str | Path) -> list[Preset]:
     """`{"name": {settings...}}`: values typed as JSON (validate() reports wrong types)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, "a preset file"))
     except (OSError, json.JSONDecodeError) as exc:
         raise PresetError(f"{path}: {exc}") from exc
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):

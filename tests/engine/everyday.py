@@ -100,13 +100,15 @@ def judge(question: Question, answer: str) -> Verdict:
     return Verdict(question, answer, loop_found(answer), missing_keywords(question, answer))
 
 
-def ask_all(session, questions: Iterable[Question], n_predict: int) -> list[Verdict]:
-    """Each question as the first turn of a new chat, with the session's settings."""
+def ask_all(session, questions: Iterable[Question], n_predict: int,
+            settings=None) -> list[Verdict]:
+    """Each question as the first turn of a new chat, with `settings` (a TurnSettings; None:
+    the session's)."""
     from workbench.engine.requests import GenerateRequest
 
     verdicts = []
     for q in questions:
-        result = session.generate(GenerateRequest(text=q.text, new_chat=True,
+        result = session.generate(GenerateRequest(text=q.text, new_chat=True, settings=settings,
                                                   n_predict=n_predict))
         assert result.ok or result.stop_reason == "length", result.error
         verdicts.append(judge(q, result.text))
@@ -139,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.embedded import chat_model_path
     from workbench.engine.model_defaults import BUNDLED_SETTINGS
     from workbench.engine.session import Session
+    from workbench.engine.turn_settings import TurnSettings
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n-predict", type=int, default=80)
@@ -160,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             passed = total = 0
             started = time.monotonic()
             for seed in seeds:
-                session.apply_request_settings(cfg.replace(seed=seed))
-                verdicts = ask_all(session, QUESTIONS, args.n_predict)
+                verdicts = ask_all(session, QUESTIONS, args.n_predict,
+                                   TurnSettings.of(cfg.replace(seed=seed)))
                 passed += sum(v.ok for v in verdicts)
                 total += len(verdicts)
                 print(f"{name} (seed {seed}):\n{report(verdicts)}", flush=True)

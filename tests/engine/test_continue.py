@@ -17,13 +17,13 @@ def test_continue_after_the_token_limit_reuses_the_kv_and_matches_one_long_answe
     cut = s.generate(GenerateRequest(text=Q))
     assert cut.stop_reason is StopReason.LENGTH and cut.text
     held = len(s.kv_tokens)
-    s.set_history([])  # the window sends the turns before the question, as for any answer
+    # The window sends the turns before the question (none here), as for any answer.
     more = s.generate(GenerateRequest(text=Q, continue_from=cut.text, n_predict=14))
     assert more.ok and more.text.startswith(cut.text)
     assert more.text == whole.text  # greedy: the same answer as if it had never stopped
     assert more.summary.n_reused >= held - 1  # the cut answer came from the KV memory
     assert more.summary.n_prompt <= 2
-    assert s.history[-1]["content"] == more.text  # the history holds the whole answer
+    assert more.history[-1]["content"] == more.text  # the history holds the whole answer
 
 
 def test_continue_after_stop_appends_and_streams_only_the_new_part(
@@ -53,7 +53,7 @@ def test_a_continue_that_does_not_fit_is_refused_and_changes_nothing(
     s = open_session(model=str(embedded_model_path), n_ctx=128, n_predict=16)
     result = s.generate(GenerateRequest(text=Q, continue_from="red, green and blue. " * 100))
     assert result.stop_reason is StopReason.REJECTED and "context" in result.error
-    assert s.history == []
+    assert result.history == ()
 
 
 R1 = "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"  # its prompt opens <think>
@@ -69,8 +69,8 @@ def _reasoning_session(open_session, model, n_predict: int, template: str = R1):
 def _close_reasoning_at(session, first_pick: int) -> None:
     """From the `first_pick`-th token on, the model writes "</think>" (the base model never
     would), then goes on greedily: its answer follows the reasoning."""
-    assert session._model is not None
-    forced = session._model.tokenize("\n</think>\n\n", add_special=False, parse_special=True)
+    assert session._p.model is not None
+    forced = session._p.model.tokenize("\n</think>\n\n", add_special=False, parse_special=True)
     real, picks = session._pick_token, [0]
 
     def pick() -> int:
@@ -89,7 +89,6 @@ def test_continue_inside_reasoning_goes_on_in_the_reasoning_block(
     s = _reasoning_session(open_session, embedded_model_path, 10)
     cut = s.generate(GenerateRequest(text=Q))
     assert cut.stop_reason is StopReason.LENGTH and cut.reasoning and cut.text == ""
-    s.set_history([])
     events: list[TokenEvent] = []
     more = s.generate(GenerateRequest(text=Q, continue_reasoning=cut.reasoning, n_predict=14),
                       on_token=events.append)
@@ -108,7 +107,6 @@ def test_continue_after_the_reasoning_goes_on_in_the_answer(embedded_model_path,
     _close_reasoning_at(s, 4)
     cut = s.generate(GenerateRequest(text=Q))
     assert cut.stop_reason is StopReason.LENGTH and cut.reasoning and cut.text
-    s.set_history([])
     events: list[TokenEvent] = []
     more = s.generate(GenerateRequest(text=Q, continue_from=cut.text,
                                       continue_reasoning=cut.reasoning, n_predict=8),
@@ -119,7 +117,7 @@ def test_continue_after_the_reasoning_goes_on_in_the_answer(embedded_model_path,
     # The rebuilt stream is the one the model wrote: greedy, the same turn as uninterrupted.
     assert (more.reasoning, more.text) == (whole.reasoning, whole.text)
     # The committed turn is well-formed: the answer as content (R1 drops past reasoning).
-    assert s.history[-1] == {"role": "assistant", "content": more.text}
+    assert more.history[-1] == {"role": "assistant", "content": more.text}
 
 
 def test_reasoning_in_a_channel_format_is_refused_and_changes_nothing(
@@ -130,4 +128,4 @@ def test_reasoning_in_a_channel_format_is_refused_and_changes_nothing(
     result = s.generate(GenerateRequest(text=Q, continue_from="Red.",
                                         continue_reasoning="The user asks."))
     assert result.stop_reason is StopReason.REJECTED and "cannot be continued" in result.error
-    assert s.history == []
+    assert result.history == ()

@@ -12,6 +12,7 @@ import pytest
 from tests.engine.everyday import QUESTIONS, ask_all, judge, loop_found, report
 from workbench.config import Config
 from workbench.engine.model_defaults import BUNDLED_SETTINGS, is_bundled, model_defaults
+from workbench.engine.turn_settings import TurnSettings
 
 N_PREDICT = 64  # what the comparison that chose the defaults used
 
@@ -37,13 +38,8 @@ def test_the_bundled_defaults_answer_everyday_questions_without_loops(smollm):
 def test_the_generic_defaults_loop_on_the_first_question(smollm, chat_model_path):
     """The control: what a new user met. Greedy with no system prompt turns the capital of
     France into a loop of French words; the evaluation says so."""
-    generic = Config(model=smollm.config.model, n_threads=2, n_ctx=1024)
-    smollm.apply_request_settings(generic)
-    try:
-        (verdict,) = ask_all(smollm, QUESTIONS[:1], N_PREDICT)
-    finally:
-        smollm.apply_request_settings(model_defaults(smollm.config.model).replace(
-            n_threads=2, n_ctx=1024))
+    generic = TurnSettings.of(Config(model=smollm.config.model, n_threads=2, n_ctx=1024))
+    (verdict,) = ask_all(smollm, QUESTIONS[:1], N_PREDICT, generic)
     assert not verdict.ok and verdict.loop, verdict.answer
 
 

@@ -46,16 +46,16 @@ def test_an_image_is_counted_and_takes_its_positions_in_the_kv(vision):
     assert s.image_encodes == 1
     assert _image_positions(s) == TOKENS_PER_IMAGE
     # The mirror and the real memory agree position for position, images included.
-    assert summary.n_past == len(s.kv_tokens) == s._ctx.pos_max() + 1
+    assert summary.n_past == len(s.kv_tokens) == s._p.ctx.pos_max() + 1
     assert summary.n_prompt == len(s.kv_tokens) - summary.n_generated
-    assert s.history[0]["images"] == RED.sha256
+    assert r.history[0]["images"] == RED.sha256
 
 
 def test_the_same_image_in_a_later_turn_is_reused_not_encoded(vision):
     s = vision()
-    s.generate(GenerateRequest("Describe", images=(RED,)))
+    first = s.generate(GenerateRequest("Describe", images=(RED,)))
     held = len(s.kv_tokens)
-    r = s.generate(GenerateRequest("And now?"))
+    r = s.generate(GenerateRequest("And now?", history=first.history))
     assert r.ok, r.error
     assert (r.summary.n_images, r.summary.images_encoded, r.summary.image_tokens) == (1, 0, 0)
     assert s.image_encodes == 1  # the counter proves the image was not encoded again
@@ -65,8 +65,8 @@ def test_the_same_image_in_a_later_turn_is_reused_not_encoded(vision):
 
 def test_a_different_image_is_encoded_and_the_first_still_reused(vision):
     s = vision()
-    s.generate(GenerateRequest("Describe", images=(RED,)))
-    r = s.generate(GenerateRequest("Compare", images=(BLUE,)))
+    first = s.generate(GenerateRequest("Describe", images=(RED,)))
+    r = s.generate(GenerateRequest("Compare", history=first.history, images=(BLUE,)))
     assert r.ok, r.error
     assert (r.summary.n_images, r.summary.images_encoded) == (2, 1)
     assert r.summary.image_tokens == TOKENS_PER_IMAGE
@@ -78,22 +78,21 @@ def test_a_reused_image_answers_as_a_fresh_read_of_the_whole_conversation(vision
     """The KV mirror is exact, image positions included: the second turn's answer on the
     reused KV equals the answer of a new session that reads everything from scratch."""
     s = vision()
-    s.generate(GenerateRequest("Describe", images=(RED,)))
-    reused = s.generate(GenerateRequest("More"))
+    first = s.generate(GenerateRequest("Describe", images=(RED,)))
+    reused = s.generate(GenerateRequest("More", history=first.history))
     fresh = vision()
-    fresh.set_history(s.history[:2], images=[RED])
-    again = fresh.generate(GenerateRequest("More"))
+    again = fresh.generate(GenerateRequest("More", history=reused.history[:2],
+                                           history_images=(RED,)))
     assert again.summary.images_encoded == 1 and again.summary.n_reused == 0
     assert again.text == reused.text
 
 
 def test_changing_an_earlier_image_re_reads_from_it(vision):
     s = vision()
-    s.generate(GenerateRequest("Describe", images=(RED,)))
-    history = [dict(m) for m in s.history]
+    first = s.generate(GenerateRequest("Describe", images=(RED,)))
+    history = [dict(m) for m in first.history]
     history[0]["images"] = BLUE.sha256
-    s.set_history(history, images=[BLUE])
-    r = s.generate(GenerateRequest("More"))
+    r = s.generate(GenerateRequest("More", history=tuple(history), history_images=(BLUE,)))
     assert r.ok, r.error
     assert r.summary.images_encoded == 1
     assert r.summary.n_reused < len(s.kv_tokens) - r.summary.n_prompt + 1
@@ -102,9 +101,9 @@ def test_changing_an_earlier_image_re_reads_from_it(vision):
 
 def test_cancel_during_an_encode_leaves_the_conversation_continuable(vision):
     s = vision()
-    s.generate(GenerateRequest("Hello"))
-    before_tokens, before_history = list(s.kv_tokens), [dict(m) for m in s.history]
-    projector = s._projector
+    hello = s.generate(GenerateRequest("Hello"))
+    before_tokens, before_history = list(s.kv_tokens), hello.history
+    projector = s._p.projector
     real_encode = projector.encode
 
     def encode_with_a_stop_arriving(chunk):
@@ -112,16 +111,16 @@ def test_cancel_during_an_encode_leaves_the_conversation_continuable(vision):
         return real_encode(chunk)
 
     projector.encode = encode_with_a_stop_arriving
-    r = s.generate(GenerateRequest("Describe", images=(RED,)))
+    r = s.generate(GenerateRequest("Describe", history=before_history, images=(RED,)))
     projector.encode = real_encode
     assert r.stop_reason is StopReason.STOPPED
-    assert s.history == before_history
+    assert r.history == before_history
     assert s.kv_tokens == before_tokens[: len(s.kv_tokens)]
-    assert s._ctx.pos_max() + 1 == len(s.kv_tokens)  # no stray image positions in the memory
-    r = s.generate(GenerateRequest("Describe", images=(RED,)))
+    assert s._p.ctx.pos_max() + 1 == len(s.kv_tokens)  # no stray image positions in the memory
+    r = s.generate(GenerateRequest("Describe", history=before_history, images=(RED,)))
     assert r.ok and r.stop_reason is not StopReason.STOPPED, r.error
     assert r.summary.images_encoded == 1
-    assert len(s.history) == len(before_history) + 2
+    assert len(r.history) == len(before_history) + 2
 
 
 def test_attaching_without_a_projector_says_how_to_fix_it(tiny_moe_path, open_session):
@@ -129,17 +128,17 @@ def test_attaching_without_a_projector_says_how_to_fix_it(tiny_moe_path, open_se
     r = s.generate(GenerateRequest("Describe", images=(RED,)))
     assert r.stop_reason is StopReason.REJECTED
     assert r.error == NO_PROJECTOR and "mmproj" in r.error and "model picker" in r.error
-    assert s.history == [] and s.kv_tokens == []
+    assert r.history == () and s.kv_tokens == []
     assert r.summary is None
 
 
 def test_a_conversation_with_images_reopened_without_a_projector_is_usable(
         vision, tiny_moe_path, open_session):
     s = vision()
-    s.generate(GenerateRequest("Describe", images=(RED,)))
+    first = s.generate(GenerateRequest("Describe", images=(RED,)))
     plain = open_session(model=str(tiny_moe_path), n_ctx=256, n_predict=4)
-    plain.set_history(s.history, images=[RED])
-    r = plain.generate(GenerateRequest("And the text?"))
+    r = plain.generate(GenerateRequest("And the text?", history=first.history,
+                                       history_images=(RED,)))
     assert r.ok, r.error
     assert any("cannot see" in n and "mmproj" in n for n in r.notes)
     assert r.summary.n_images == -1  # unmeasured: this session has no projector
@@ -153,13 +152,13 @@ def test_a_conversation_with_images_reopened_without_a_projector_is_usable(
 ])
 def test_bad_images_are_refused_and_nothing_is_lost(vision, data, says):
     s = vision()
-    s.generate(GenerateRequest("Hello"))
-    history, tokens = [dict(m) for m in s.history], list(s.kv_tokens)
-    r = s.generate(GenerateRequest("Describe", images=(ImageInput(data, "x.png"),)))
+    history, tokens = s.generate(GenerateRequest("Hello")).history, list(s.kv_tokens)
+    r = s.generate(GenerateRequest("Describe", history=history,
+                                   images=(ImageInput(data, "x.png"),)))
     assert r.stop_reason is StopReason.REJECTED
     assert says in r.error and "x.png" in r.error and "nothing was lost" in r.error
-    assert s.history == history and s.kv_tokens == tokens
-    assert s.generate(GenerateRequest("Still there?")).ok
+    assert r.history == history and s.kv_tokens == tokens
+    assert s.generate(GenerateRequest("Still there?", history=history)).ok
 
 
 def test_a_20000_px_png_is_refused_with_the_limit_before_decoding(vision):

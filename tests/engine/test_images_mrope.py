@@ -61,8 +61,8 @@ def test_the_gauge_and_the_forecast_count_cells(vision, mrope):
     r = s.generate(GenerateRequest("Describe", images=(RED,)))
     assert r.ok, r.error
     assert s.kv_cells == len(s.kv_tokens) + EXTRA  # what the context gauge shows
-    f = s.forecast(list(s.history), "And now?", None)
+    f = s.forecast(GenerateRequest("And now?", history=r.history))
     # The held conversation (with its image) is reused: counted in cells on both sides.
-    assert f.n_reused == kv_cells(s.kv_tokens[:f.n_reused], s._prompts.extra_cells)
+    assert f.n_reused == kv_cells(s.kv_tokens[:f.n_reused], s._p.prompts.extra_cells)
     assert f.n_reused >= len(s.kv_tokens) - r.summary.n_generated + EXTRA - 1
     assert f.n_prompt > f.n_reused

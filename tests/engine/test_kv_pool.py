@@ -24,20 +24,18 @@ A1, A2 = "Name three colours of the rainbow.", "Which of them is the warmest?"
 B1, C1 = "Name three kinds of trees.", "Name three large cities."
 
 
-def _turn(s: Session, text: str, conversation: str | None, logits: list | None = None):
+def _turn(s: Session, text: str, conversation: str | None, logits: list | None = None,
+          history: tuple = ()):
+    """One turn after `history` (the result's history is the conversation after it)."""
+    request = GenerateRequest(text=text, history=tuple(history), conversation=conversation)
     if logits is None:
-        result = s.generate(GenerateRequest(text=text, conversation=conversation))
+        result = s.generate(request)
     else:
         with recorded_logits(s) as recorded:
-            result = s.generate(GenerateRequest(text=text, conversation=conversation))
+            result = s.generate(request)
         logits.extend(recorded)
     assert result.ok, result.error
     return result
-
-
-def _with_history(s: Session, history: list[dict[str, str]]) -> Session:
-    s.set_history(history)
-    return s
 
 
 @pytest.fixture
@@ -51,20 +49,17 @@ def session(embedded_model_path, open_session):
 
 def test_a_b_a_continues_a_exactly_as_if_it_never_left(session):
     switched = session(exact=True)
-    _turn(switched, A1, "1")
-    history_a = list(switched.history)
-    switched.set_history([])
+    history_a = _turn(switched, A1, "1").history
     _turn(switched, B1, "2")
-    switched.set_history(history_a)
     logits_switched: list[np.ndarray] = []
-    back = _turn(switched, A2, "1", logits_switched)
+    back = _turn(switched, A2, "1", logits_switched, history_a)
     assert back.summary.kv_source == "memory" and back.summary.kv_restore_seconds >= 0
     assert back.summary.n_reused > 0
 
     stayed = session(exact=True)
-    _turn(stayed, A1, "1")
+    stayed_a = _turn(stayed, A1, "1").history
     logits_stayed: list[np.ndarray] = []
-    same = _turn(stayed, A2, "1", logits_stayed)
+    same = _turn(stayed, A2, "1", logits_stayed, stayed_a)
     assert same.summary.kv_restore_seconds == -1  # nothing was restored: it never left
     assert back.text == same.text
     assert back.summary.n_prompt == same.summary.n_prompt  # only the new turn was read
@@ -75,9 +70,8 @@ def test_a_b_a_continues_a_exactly_as_if_it_never_left(session):
 
 def test_a_restart_restores_from_disk(session, tmp_path):
     first = session(kv_dir=tmp_path)
-    _turn(first, A1, "1")
-    history = list(first.history)
-    continued = _turn(first, A2, "1")
+    history = _turn(first, A1, "1").history
+    continued = _turn(first, A2, "1", history=history)
     first_kv_dir_files = list(tmp_path.glob("*.kvstate"))
     assert first_kv_dir_files == []  # nothing spilled while it stays in the context
 
@@ -86,8 +80,7 @@ def test_a_restart_restores_from_disk(session, tmp_path):
     before_restart.close()  # the app closes: the state goes to disk
     assert len(list(tmp_path.glob("*.kvstate"))) == 1
 
-    after = _with_history(session(kv_dir=tmp_path), history)
-    restored = _turn(after, A2, "1")
+    restored = _turn(session(kv_dir=tmp_path), A2, "1", history=history)
     assert restored.summary.kv_source == "disk" and restored.summary.n_reused > 0
     assert restored.summary.n_prompt == continued.summary.n_prompt
     assert restored.text == continued.text
@@ -100,12 +93,11 @@ def test_raising_kv_disk_mb_from_0_keeps_states_on_disk_without_a_reopen(session
     s.close()
     assert list(tmp_path.glob("*.kvstate")) == []  # off: nothing kept on disk
     s = session(kv_dir=tmp_path, kv_disk_mb=0)
-    _turn(s, A1, "1")
-    history = list(s.history)
-    s.apply_request_settings(s.config.replace(kv_disk_mb=64))
+    history = _turn(s, A1, "1").history
+    s.set_session_settings(s.config.replace(kv_disk_mb=64))
     s.close()  # the app closes: the state goes to disk now
     assert len(list(tmp_path.glob("*.kvstate"))) == 1
-    restored = _turn(_with_history(session(kv_dir=tmp_path), history), A2, "1")
+    restored = _turn(session(kv_dir=tmp_path), A2, "1", history=history)
     assert restored.summary.kv_source == "disk"
 
 
@@ -113,9 +105,7 @@ def test_room_for_two_keeps_the_two_most_recent(session):
     s = session()
     histories = {}
     for key, text in (("1", A1), ("2", B1), ("3", C1)):
-        s.set_history([])
-        _turn(s, text, key)
-        histories[key] = list(s.history)
+        histories[key] = _turn(s, text, key).history
     pool = s.kv_pool
     assert pool.get("1") is not None and pool.get("2") is not None
     # Room for two states, not three: the count bound (the byte bound is the same code path,
@@ -123,18 +113,14 @@ def test_room_for_two_keeps_the_two_most_recent(session):
     pool.max_states = 2
     sources = {}
     for key, text in (("2", "And a fourth?"), ("3", "And a fourth?"), ("1", "And a fourth?")):
-        s.set_history(histories[key])
-        sources[key] = _turn(s, text, key).summary.kv_source
+        sources[key] = _turn(s, text, key, history=histories[key]).summary.kv_source
     assert sources == {"2": "memory", "3": "memory", "1": "fresh"}
 
 
 def test_eviction_waits_for_the_running_conversation_to_release(session):
     s = session()
-    _turn(s, A1, "1")
-    history_a = list(s.history)
-    s.set_history([])
+    history_a = _turn(s, A1, "1").history
     _turn(s, B1, "2")
-    s.set_history(history_a)
     seen = {}
 
     def evict_everything(event) -> None:
@@ -145,46 +131,39 @@ def test_eviction_waits_for_the_running_conversation_to_release(session):
                               and held.data is not None)
             seen["other"] = s.kv_pool.get("2")
 
-    result = s.generate(GenerateRequest(text=A2, conversation="1"), on_token=evict_everything)
+    result = s.generate(GenerateRequest(text=A2, history=history_a, conversation="1"),
+                        on_token=evict_everything)
     assert result.ok and result.summary.kv_source == "memory"
     assert seen["during"], "a checked-out state was freed under a running generation"
     assert seen["other"] is None  # the idle one went at once
-    s.set_history([])
     _turn(s, C1, "3")  # "1" leaves the context: released, and only now freed
     assert s.kv_pool.get("1") is None
 
 
 def test_a_decode_failure_discards_only_that_conversation(session, monkeypatch):
     s = session()
-    _turn(s, A1, "1")
-    history_a = list(s.history)
-    s.set_history([])
-    _turn(s, B1, "2")
-    history_b = list(s.history)
-    s.set_history(history_a)
-    _turn(s, A2, "1")
-    history_a = list(s.history)
-    s.set_history(history_b)
+    history_a = _turn(s, A1, "1").history
+    history_b = _turn(s, B1, "2").history
+    history_a = _turn(s, A2, "1", history=history_a).history
     calls = {"n": 0}
     real = s._pick_token
 
     def invalid_at_third() -> int:
         calls["n"] += 1
-        return s._model.n_vocab + 7 if calls["n"] == 3 else real()
+        return s._p.model.n_vocab + 7 if calls["n"] == 3 else real()
 
     monkeypatch.setattr(s, "_pick_token", invalid_at_third)
-    failed = s.generate(GenerateRequest(text="And a fourth?", conversation="2"))
+    failed = s.generate(GenerateRequest(text="And a fourth?", history=history_b,
+                                        conversation="2"))
     monkeypatch.setattr(s, "_pick_token", real)
     assert failed.stop_reason is StopReason.ERROR
     assert s.kv_pool.get("2") is None and s.kv_tokens == []
-    s.set_history(history_a)
-    assert _turn(s, "One more?", "1").summary.kv_source == "memory"
+    assert _turn(s, "One more?", "1", history=history_a).summary.kv_source == "memory"
 
 
 def test_forgetting_a_conversation_removes_its_states_in_memory_and_on_disk(session, tmp_path):
     s = session(kv_dir=tmp_path, kv_pool_mb=0)  # a state that leaves the context goes to disk
     _turn(s, A1, "1")
-    s.set_history([])
     _turn(s, B1, "2")
     assert [p.name.split(".")[0] for p in tmp_path.glob("*.kvstate")] == ["1"]
     s.forget_conversation("1")
@@ -202,7 +181,6 @@ def test_a_kv_path_occupied_by_a_file_is_left_alone_and_every_turn_answers(sessi
     occupied.write_bytes(b"not a folder")
     s = session(kv_dir=occupied, kv_pool_mb=0)  # every state that leaves tries the disk
     for key, text in (("1", A1), ("2", B1), ("1", A2)):
-        s.set_history([])
         _turn(s, text, key)
     s.close()
     assert occupied.read_bytes() == b"not a folder"
@@ -217,7 +195,6 @@ def test_junk_in_the_kv_folder_is_survived_and_left_alone(session, tmp_path):
     folder.mkdir()
     (tmp_path / "9.kvstate").write_bytes(b"garbage")
     for key, text in (("1", A1), ("2", B1), ("1", A2)):  # switches: restores, spills, evicts
-        s.set_history([])
         _turn(s, text, key)
     # The listing (the telemetry panel's) reads file headers: the FIFO is not among them.
     assert {h.key for h in s.kv_pool.listing()} <= {"1", "2"}
@@ -227,12 +204,11 @@ def test_junk_in_the_kv_folder_is_survived_and_left_alone(session, tmp_path):
 
 def test_a_load_time_change_restores_nothing_and_says_why(session, tmp_path, caplog):
     first = session(kv_dir=tmp_path)
-    _turn(first, A1, "1")
-    history = list(first.history)
+    history = _turn(first, A1, "1").history
     first.close()
-    other = _with_history(session(kv_dir=tmp_path, n_ctx=2048), history)  # another signature
+    other = session(kv_dir=tmp_path, n_ctx=2048)  # another signature
     with caplog.at_level(logging.INFO, logger="workbench.kv_spill"):
-        result = _turn(other, A2, "1")
+        result = _turn(other, A2, "1", history=history)
     assert result.summary.kv_source == "fresh" and result.summary.n_reused == 0
     assert "made by another model, other load-time settings" in caplog.text
 
@@ -241,8 +217,7 @@ def test_a_load_time_change_restores_nothing_and_says_why(session, tmp_path, cap
 def test_a_damaged_state_file_falls_back_to_reading_the_conversation(session, tmp_path,
                                                                      caplog, damage):
     first = session(kv_dir=tmp_path)
-    _turn(first, A1, "1")
-    history = list(first.history)
+    history = _turn(first, A1, "1").history
     first.close()
     (path,) = tmp_path.glob("*.kvstate")
     blob = path.read_bytes()
@@ -258,9 +233,9 @@ def test_a_damaged_state_file_falls_back_to_reading_the_conversation(session, tm
     else:  # a valid file of conversation 2, renamed to be conversation 1's
         path.write_bytes(blob.replace(b'"key": "1"', b'"key": "2"', 1))
     with caplog.at_level(logging.WARNING, logger="workbench.kv_spill"):
-        result = _turn(_with_history(session(kv_dir=tmp_path), history), A2, "1")
+        result = _turn(session(kv_dir=tmp_path), A2, "1", history=history)
     assert result.summary.kv_source == "fresh" and "refused" in caplog.text
-    fresh = _turn(_with_history(session(), history), A2, None)
+    fresh = _turn(session(), A2, None, history=history)
     assert result.text == fresh.text
     assert not path.exists()  # a file that can never become valid is removed
 
@@ -270,45 +245,40 @@ def test_a_full_disk_skips_the_spill_and_the_conversation_goes_on(session, tmp_p
     from tests.full_disk import fill_the_disk
 
     s = session(kv_dir=tmp_path)
-    _turn(s, A1, "1")
-    history = list(s.history)
+    history = _turn(s, A1, "1").history
     fill_the_disk(monkeypatch, budget=4096)
     with caplog.at_level(logging.WARNING, logger="workbench.kv_spill"):
         s.close()  # the spill of "1" fails: logged, nothing half-written is left
     assert "could not keep the KV state of conversation 1 on disk" in caplog.text
     assert list(tmp_path.iterdir()) == []
     monkeypatch.undo()
-    after = _turn(_with_history(session(kv_dir=tmp_path), history), A2, "1")
+    after = _turn(session(kv_dir=tmp_path), A2, "1", history=history)
     assert after.summary.kv_source == "fresh"
 
 
 def test_the_forecast_counts_exactly_what_the_turn_reads(session):
     s = session()
-    draft = s.forecast([], A1, "1")
+    draft = s.forecast(GenerateRequest(text=A1, conversation="1"))
     assert draft.n_reused == 0 and draft.seconds == -1  # no rate measured yet: unmeasured
     first = _turn(s, A1, "1")
     assert first.summary.n_prompt == draft.n_to_process
-    history_a = list(s.history)
-    s.set_history([])
+    history_a = first.history
     _turn(s, B1, "2")
     # Back in A, with A's state kept in the pool: only the new turn is to be read.
-    ahead = s.forecast(history_a, A2, "1")
+    ahead = s.forecast(GenerateRequest(text=A2, history=history_a, conversation="1"))
     assert ahead.n_reused > 0 and ahead.seconds > 0
-    s.set_history(history_a)
-    back = _turn(s, A2, "1")
+    back = _turn(s, A2, "1", history=history_a)
     assert back.summary.n_prompt == ahead.n_to_process
     assert back.summary.n_reused == ahead.n_reused
 
 
 def test_the_forecast_reads_a_state_kept_on_disk(session, tmp_path):
     first = session(kv_dir=tmp_path)
-    _turn(first, A1, "1")
-    history = list(first.history)
+    history = _turn(first, A1, "1").history
     first.close()
     second = session(kv_dir=tmp_path)
-    ahead = second.forecast(history, A2, "1")
-    second.set_history(history)
-    restored = _turn(second, A2, "1")
+    ahead = second.forecast(GenerateRequest(text=A2, history=history, conversation="1"))
+    restored = _turn(second, A2, "1", history=history)
     assert restored.summary.kv_source == "disk"
     assert (restored.summary.n_prompt, restored.summary.n_reused) == (ahead.n_to_process,
                                                                     ahead.n_reused)
@@ -331,7 +301,7 @@ s = Session.open(Config(model={str(embedded_model_path)!r}, n_predict=12, n_thre
                  kv_dir=Path({str(tmp_path)!r}))
 r = s.generate(GenerateRequest(text={A1!r}, conversation="1"))
 assert r.ok, r.error
-history = list(s.history)
+history = list(r.history)
 s.close()
 print(json.dumps(history))
 """
@@ -339,11 +309,11 @@ print(json.dumps(history))
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     history = json.loads(proc.stdout.strip().splitlines()[-1])
-    restored = _turn(_with_history(session(kv_dir=tmp_path), history), A2, "1")
+    restored = _turn(session(kv_dir=tmp_path), A2, "1", history=history)
     assert restored.summary.kv_source == "disk" and restored.summary.n_reused > 0
     here = session()
-    _turn(here, A1, "1")
-    assert restored.text == _turn(here, A2, "1").text
+    here_a = _turn(here, A1, "1").history
+    assert restored.text == _turn(here, A2, "1", history=here_a).text
 
 
 def test_the_metrics_file_says_how_each_prompt_was_served(session, tmp_path):
@@ -352,12 +322,9 @@ def test_the_metrics_file_says_how_each_prompt_was_served(session, tmp_path):
 
     sink = CsvMetricsSink(tmp_path / "run.csv")
     s = session(sink=sink)
-    _turn(s, A1, "1")
-    history_a = list(s.history)
-    s.set_history([])
+    history_a = _turn(s, A1, "1").history
     _turn(s, B1, "2")
-    s.set_history(history_a)
-    _turn(s, A2, "1")
+    _turn(s, A2, "1", history=history_a)
     s.close()
     sink.close()
     summaries = read_metrics_csv(tmp_path / "run.csv").summaries

@@ -82,9 +82,8 @@ def test_a_session_refuses_every_engine_call_from_another_thread(tiny_moe_path, 
         "set_cache_budget_mib": lambda: s.set_cache_budget_mib(2),
         "close": s.close,
         "reset_conversation": s.reset_conversation,
-        "set_history": lambda: s.set_history([]),
-        "forecast": lambda: s.forecast([], "five"),
-        "apply_request_settings": lambda: s.apply_request_settings(s.config),
+        "forecast": lambda: s.forecast(GenerateRequest(text="five")),
+        "set_session_settings": lambda: s.set_session_settings(s.config),
     }
     for name, call in refused.items():
         error = on_other_thread(call)

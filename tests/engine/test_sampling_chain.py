@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from workbench.engine.requests import GenerateRequest, TokenEvent
+from workbench.engine.turn_settings import TurnSettings
 
 Q = "Write the word 'yes' ten times, separated by spaces."
 
 
-def _tokens(session, text=Q):
+def _tokens(session, text=Q, settings=None):
     got: list[int] = []
 
     def on_token(event: TokenEvent) -> None:
         got.append(event.metrics.token_id)
 
-    result = session.generate(GenerateRequest(text=text, new_chat=True), on_token=on_token)
+    result = session.generate(GenerateRequest(text=text, new_chat=True, settings=settings),
+                              on_token=on_token)
     assert result.ok
     return result.text, got
 
@@ -52,7 +54,7 @@ def test_a_penalty_window_of_zero_turns_the_penalties_off(embedded_model_path, o
 def test_settings_can_change_the_penalties_between_turns(embedded_model_path, open_session):
     s = open_session(model=str(embedded_model_path), n_predict=24)
     plain_text, _ = _tokens(s)
-    s.apply_request_settings(s.config.replace(repeat_penalty=1.8, presence_penalty=1.5))
-    assert _tokens(s)[0] != plain_text
-    s.apply_request_settings(s.config.replace(repeat_penalty=1.0, presence_penalty=0.0))
-    assert _tokens(s)[0] == plain_text
+    own = TurnSettings.of(s.config)
+    assert _tokens(s, settings=own.replace(repeat_penalty=1.8, presence_penalty=1.5))[0] != (
+        plain_text)
+    assert _tokens(s, settings=own)[0] == plain_text

@@ -38,15 +38,14 @@ def test_greedy_is_deterministic_across_fresh_sessions(embedded_model_path, open
 def test_second_turn_prefills_only_the_new_suffix(embedded_model_path, open_session):
     s = open_session(model=str(embedded_model_path), n_predict=24, **EXACT)
     first = _gen(s, Q1)
-    second = _gen(s, Q2)
+    second = _gen(s, Q2, history=first.history)
     assert first.ok and second.ok
     full_prompt = second.summary.n_reused + second.summary.n_prompt
     assert second.summary.n_reused > first.summary.n_prompt  # turn 1's prompt came from the KV
     assert second.summary.n_prompt < full_prompt / 2
     # A fresh session given the whole transcript answers turn 2 byte for byte the same.
     fresh = open_session(model=str(embedded_model_path), n_predict=24, **EXACT)
-    fresh.set_history(s.history[:2])
-    again = _gen(fresh, Q2)
+    again = _gen(fresh, Q2, history=second.history[:2])
     assert again.summary.n_reused == 0
     assert again.text == second.text
 
@@ -65,7 +64,7 @@ def test_cancel_during_decode_rolls_back_and_next_turn_matches_fresh(
     embedded_model_path, open_session
 ):
     s = open_session(model=str(embedded_model_path), n_predict=24)
-    before = list(s.kv_tokens), list(s.history)
+    before = list(s.kv_tokens)
 
     def stop_at_third(event: TokenEvent) -> None:
         if event.metrics.step == 3:
@@ -75,7 +74,8 @@ def test_cancel_during_decode_rolls_back_and_next_turn_matches_fresh(
     assert stopped.ok and stopped.stop_reason is StopReason.STOPPED
     assert stopped.summary.n_generated == 3  # within one decode step of the request
     assert stopped.text  # the partial answer is returned
-    assert (s.kv_tokens, s.history) == before
+    assert s.kv_tokens == before
+    assert stopped.history == ()  # the conversation is as it was: the request's history
     after = _gen(s, Q2)
     fresh = _gen(open_session(model=str(embedded_model_path), n_predict=24), Q2)
     assert after.text == fresh.text
@@ -86,28 +86,27 @@ def test_cancel_during_prefill_aborts_inside_llama_decode(embedded_model_path, o
     # the stop happens inside llama_decode, between graph nodes.
     s = open_session(model=str(embedded_model_path), n_ctx=4096, n_batch=4096, n_predict=8,
                      **EXACT)
-    _gen(s, "Hello")
-    kv_before, history_before = list(s.kv_tokens), list(s.history)
+    hello = _gen(s, "Hello")
+    kv_before, history_before = list(s.kv_tokens), hello.history
     long_text = " ".join(f"item {i} is a small blue box;" for i in range(350))
-    polls_at_start = s._abort.polls
+    polls_at_start = s._p.abort.polls
 
     def cancel_when_decoding() -> None:
-        while s._abort.polls == polls_at_start:
+        while s._p.abort.polls == polls_at_start:
             pass
         s.cancel()
 
     watcher = threading.Thread(target=cancel_when_decoding)
     watcher.start()
-    result = _gen(s, long_text)
+    result = _gen(s, long_text, history=history_before)
     watcher.join()
     assert result.stop_reason is StopReason.STOPPED
     assert result.summary is None or result.summary.n_generated == 0
     assert s.kv_tokens == kv_before[: len(s.kv_tokens)]
-    assert s.history == history_before
-    after = _gen(s, Q2)
+    assert result.history == history_before
+    after = _gen(s, Q2, history=history_before)
     fresh = open_session(model=str(embedded_model_path), n_predict=8, **EXACT)
-    fresh.set_history(history_before)
-    assert after.text == _gen(fresh, Q2).text
+    assert after.text == _gen(fresh, Q2, history=history_before).text
 
 
 def test_decode_failure_is_an_error_and_the_next_turn_works(
@@ -120,13 +119,13 @@ def test_decode_failure_is_an_error_and_the_next_turn_works(
     def pick_invalid_at_fourth() -> int:
         calls["n"] += 1
         # A token id outside the vocabulary: llama.cpp itself rejects the batch (returns -1).
-        return s._model.n_vocab + 7 if calls["n"] == 4 else real_pick()
+        return s._p.model.n_vocab + 7 if calls["n"] == 4 else real_pick()
 
     monkeypatch.setattr(s, "_pick_token", pick_invalid_at_fourth)
     failed = _gen(s, Q1)
     assert not failed.ok and failed.stop_reason is StopReason.ERROR
     assert "returned -1" in failed.error and "incomplete" in failed.error
-    assert s.kv_tokens == [] and s.history == []
+    assert s.kv_tokens == [] and failed.history == ()
     monkeypatch.setattr(s, "_pick_token", real_pick)
     after = _gen(s, Q2)
     assert after.ok and after.summary.n_reused == 0
@@ -142,7 +141,7 @@ def test_overflow_and_empty_prompts_are_refused_and_leave_no_trace(
     big = _gen(s, "word " * 300)
     assert big.stop_reason is StopReason.REJECTED
     assert "256" in big.error and "64" in big.error and "larger context" in big.error
-    assert s.history == [] and s.kv_tokens == []
+    assert big.history == () and s.kv_tokens == []
     assert _gen(s, "Hi").ok
 
 

@@ -26,7 +26,7 @@ def test_a_stop_string_ends_the_turn_where_it_appears(open_session, chat_model_p
     assert cut.summary.n_generated < full.summary.n_generated
     # Kept, not rolled back: the next turn reuses the prompt and the answer.
     assert len(session.kv_tokens) == cut.summary.n_past
-    later = session.generate(GenerateRequest(text="Thanks.", n_predict=2))
+    later = session.generate(GenerateRequest(text="Thanks.", history=cut.history, n_predict=2))
     assert later.summary.n_reused >= cut.summary.n_past - 2
     # Negative control: a stop string the answer never contains changes nothing.
     same = session.generate(GenerateRequest(text=ask, n_predict=24, new_chat=True,

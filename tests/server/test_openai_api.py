@@ -129,6 +129,35 @@ def test_sampling_fields_reach_the_sampler(served):
     assert served.engine._session.config.temp == 0.0
 
 
+def test_a_request_leaves_the_sessions_settings_untouched(served):
+    """A request is a value (issue 37): its settings travel with it, so the open session (the
+    window's, under Tools > Serve) is neither changed nor put back."""
+    session = served.engine._session
+    before = session.config
+    answer = _chat(served.client(), QUESTION, temperature=0.7, seed=3, top_p=0.8, max_tokens=8)
+    assert answer.choices[0].message.content
+    assert session.config is before  # not even replaced by an equal value: never touched
+
+
+def test_a_request_without_a_system_message_gets_the_models_default(served):
+    """Issue 39: API clients get the assistant the window gets. The bundled model's default
+    system prompt is applied to a request without a system message; a request's own replaces
+    it (the prompt then holds that one only)."""
+    from workbench.engine.model_defaults import model_defaults
+
+    default = model_defaults(served.engine._session.config.model).system_prompt
+    assert default  # the bundled model has one
+    client = served.client()
+    question = [{"role": "user", "content": "What is the capital of France?"}]
+    plain = _chat(client, question, max_tokens=4)
+    stated = _chat(client, [{"role": "system", "content": default}, *question], max_tokens=4)
+    # The same prompt, token for token: the second is read entirely from the first's state.
+    assert plain.usage.prompt_tokens == stated.usage.prompt_tokens
+    assert stated.usage.prompt_tokens_details.cached_tokens == stated.usage.prompt_tokens - 1
+    own = _chat(client, [{"role": "system", "content": "Be brief."}, *question], max_tokens=4)
+    assert own.usage.prompt_tokens < plain.usage.prompt_tokens  # replaced, not added to
+
+
 def test_raw_completions_streamed_and_not(served):
     client = served.client()
     reply = client.completions.create(model="any", prompt="The capital of France is",

@@ -125,3 +125,35 @@ def test_the_queue_bound_refuses_with_retry_after():
     admission.release(2.0)
     admission.admit()  # a place came free
     assert admission.refused == 1
+
+
+class _Opened:
+    """What `request_settings` reads of an open session: its config."""
+
+    def __init__(self, model: str) -> None:
+        from workbench.config import Config
+
+        self.config = Config(model=model, temp=0.0, n_predict=99)
+
+
+def test_a_call_becomes_one_request_over_the_models_defaults():
+    from workbench.engine.model_defaults import BUNDLED_SETTINGS
+    from workbench.server.runner import RAW_KEY, build_request
+
+    bundled = _Opened("")
+    chat = build_request(bundled, parse_chat({"messages": [
+        {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"}], "temperature": 0.7, "max_tokens": 5}))
+    assert chat.text == "c" and chat.history == ({"role": "user", "content": "a"},
+                                                 {"role": "assistant", "content": "b"})
+    assert chat.settings.system_prompt == BUNDLED_SETTINGS["system_prompt"]  # issue 39
+    assert (chat.settings.temp, chat.settings.n_predict, chat.n_predict) == (0.7, 99, 5)
+    assert bundled.config.temp == 0.0  # the session's own settings are untouched
+    own = build_request(bundled, parse_chat({"messages": [
+        {"role": "system", "content": "be brief"}, *USER]}))
+    assert own.settings.system_prompt == ""  # the request's system message replaces it
+    assert own.history == ({"role": "system", "content": "be brief"},)
+    raw = build_request(bundled, parse_completion({"prompt": "1, 2,"}))
+    assert raw.raw and raw.conversation == RAW_KEY and raw.settings.system_prompt == ""
+    other = build_request(_Opened("/models/other.gguf"), parse_chat({"messages": USER}))
+    assert other.settings.system_prompt == ""  # a model without defaults of its own

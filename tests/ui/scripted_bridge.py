@@ -26,7 +26,7 @@ class ScriptedBridge:
         self.released = asyncio.Semaphore(0)
         self.generating = False
         self.loaded = True
-        self.history: list[dict[str, str]] = []
+        self.history: list[dict[str, str]] = []  # the last request's
 
     def release(self, n: int = 1) -> None:
         for _ in range(n):
@@ -42,9 +42,6 @@ class ScriptedBridge:
     async def open(self, config: Config, on_progress: Any = None) -> LoadedModel:
         """The window's load path, with nothing to load."""
         return self.model(config)
-
-    async def set_history(self, messages: list[dict[str, str]], images: object = None) -> None:
-        self.history = list(messages)
 
     async def kv_states(self) -> list:
         return []
@@ -62,6 +59,7 @@ class ScriptedBridge:
         pass
 
     async def generate(self, request: GenerateRequest, stop: Any = None) -> AsyncIterator[Any]:
+        self.history = list(request.history)  # the conversation the window sent
         messages = [*self.history, {"role": "user", "content": request.text}]
         prompt = self.template.render(messages, add_generation_prompt=True,
                                       enable_thinking=True)

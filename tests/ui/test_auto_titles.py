@@ -31,6 +31,30 @@ def test_the_first_answer_names_the_conversation(qtbot, make_window, model_confi
     assert window.chat.titles_done == 1  # only the first answer asks for a title
 
 
+def test_the_title_turn_states_its_own_settings(qtbot, make_window, model_config):
+    """Issue 37: the title turn does not inherit the chat's sampler or system prompt."""
+    chat = model_config.replace(auto_title=True, temp=1.2, seed=5, repeat_penalty=1.3,
+                                system_prompt="Answer like a pirate.")
+    window = make_window(chat)
+    sent = []
+    real = window.bridge.generate
+
+    def recording(request, stop=None):
+        sent.append(request)
+        return real(request, stop)
+
+    window.bridge.generate = recording
+    send(qtbot, window, QUESTION)
+    qtbot.waitUntil(lambda: window.chat.titles_done == 1, timeout=WAIT)
+    answer, title = sent
+    assert answer.settings.system_prompt == "Answer like a pirate."  # the chat's, sent along
+    assert (answer.settings.temp, answer.settings.seed) == (1.2, 5)
+    assert title.settings == auto_title.title_settings()
+    assert (title.settings.temp, title.settings.repeat_penalty, title.settings.system_prompt,
+            title.settings.think, title.history) == (0.0, 1.0, "", False, ())
+    assert window.session.config.temp == 1.2  # and the chat's settings are still its own
+
+
 def test_a_send_cancels_the_title_turn_instead_of_waiting(qtbot, make_window, model_config,
                                                           monkeypatch):
     # A title that would take long: the second message must not wait for it.

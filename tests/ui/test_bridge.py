@@ -79,8 +79,8 @@ def test_leaving_the_stream_early_cancels_and_waits(model_config):
                 break
         await stream.aclose()
         assert not bridge.generating
-        history = await bridge._call(lambda: list(bridge._session.history))
-        assert history == []  # the stopped turn was rolled back by the engine
+        held = await bridge._call(lambda: list(bridge._session.kv_tokens))
+        assert held == []  # the stopped turn was rolled back by the engine
         await bridge.close()
 
     asyncio.run(main())

@@ -113,8 +113,9 @@ def test_stop_keeps_the_partial_answer_marked_and_the_next_prompt_works(qtbot, m
     send(qtbot, window, "Thanks.")
     last = window.chat_view.messages[-1]
     assert last.shown.status == "complete" and len(window.chat_view.messages) == 4
-    # The engine's context holds only the complete turn, as the screen says.
-    history = qtbot_run(qtbot, window, lambda s: [m["content"] for m in s.history])
+    # The request carried only the complete turns, as the screen says (the stopped answer and
+    # its question are not part of the model's context): the conversation after it is this.
+    history = [m["content"] for m in window.chat.last_result.history]
     assert history == ["Thanks.", last.shown.content]
 
 

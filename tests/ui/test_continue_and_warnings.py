@@ -97,10 +97,8 @@ def test_continue_after_stop_finishes_the_answer_and_it_joins_the_context(qtbot,
     # A continued answer is a complete turn: the next message has it in its context.
     window.session.config = window.session.config.replace(n_predict=4)
     send(qtbot, window, "Thanks.")
-    task = window.tasks.spawn(window.bridge._call(
-        lambda: [m["content"] for m in window.bridge._session.history]))
-    qtbot.waitUntil(task.done, timeout=WAIT)
-    assert task.result()[:2] == [STORY, grown.shown.content]
+    history = [m["content"] for m in window.chat.last_result.history]
+    assert history[:2] == [STORY, grown.shown.content]
 
 
 def test_continue_is_offered_only_for_an_answer_cut_short(qtbot):

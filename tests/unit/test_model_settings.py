@@ -63,6 +63,9 @@ def test_the_defaults_fit_the_machines_memory(moe_facts):
     opening = ms.opening_settings(big.path, big, Config(), {}, available_mib=16 * GIB)
     got = opening.chosen()
     assert got.moe_stream and got.cache_auto  # 40 GiB of weights in 16 GiB: stream experts
+    # The offer is what the settings panel makes of streaming with a cache (issue 37): the
+    # window's default dropping comes with it, as when the user ticks the same boxes.
+    assert got.drop_cold_frac == 0.75
     assert got.n_ctx == 4096  # the default context: its KV cache fits
     assert not validate(got)
     assert "fitted to this machine's memory" in opening.note()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from workbench.config import BY_NAME, Config
 from workbench.engine import wait_policy
 from workbench.moe.layout import ModelFacts
+from workbench.plain_number import fixed
 
 MIB = 1 << 20
 RESERVE_MIB = Config().cache_floor_mb  # memory left to everything else, as automatic sizing does
@@ -230,7 +231,7 @@ def format_advice(model: str, layout: Layout, machine: Machine, advice: Advice) 
     p = advice.probe
     if p is not None:
         lines += ["", f"expected (routing probe: {p.tokens} generated tokens, replayed through "
-                      f"the engine's LRU at {p.budget_mib:.0f} MiB):",
+                      f"the engine's LRU at {fixed(p.budget_mib, '.0f')} MiB):",
                   f"  cache hits while generating: {_pct(p.lru_hit_pct)} (Belady's optimum at "
                   f"this size: {_pct(p.belady_hit_pct)})",
                   f"  experts read per token: {p.mib_per_token:.1f} MiB"]
@@ -245,4 +246,4 @@ def _pct(value: float) -> str:
 
 
 def _mib(value: float) -> str:
-    return f"{value / 1024:.2f} GiB" if value >= 1024 else f"{value:.0f} MiB"
+    return f"{fixed(value / 1024, '.2f')} GiB" if value >= 1024 else f"{fixed(value, '.0f')} MiB"

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from workbench.file_kind import read_text
 from workbench.paths import resources_dir
 from workbench.presets import Preset
 
@@ -38,7 +39,7 @@ def check_arms(presets: Sequence[Preset]) -> None:
 
 def read_prompts(path: str | Path = DEFAULT_PROMPTS) -> list[str]:
     """One prompt per line; blank lines and lines starting with '#' are skipped."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    lines = read_text(path, "a prompt file").splitlines()
     prompts = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
     if not prompts:
         raise ArmError(f"{path}: no prompts (one a line)")

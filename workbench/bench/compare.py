@@ -33,6 +33,7 @@ from workbench.bench.stats import (
     pooled_draws,
     repeat_counts,
 )
+from workbench.plain_number import fixed
 
 __all__ = [
     "FIGURES", "MIN_REPEATS", "MISSING", "Cell", "CompareTable", "ConfigDifference", "Figure",
@@ -272,7 +273,7 @@ def config_difference(arms: Sequence[RunGroup]) -> list[ConfigDifference]:
 def format_number(x: float, digits: int = 4) -> str:
     if not math.isfinite(x):
         return MISSING
-    return f"{x:.0f}" if abs(x) >= 10**digits else f"{x:.{digits}g}"
+    return fixed(x, ".0f") if abs(x) >= 10**digits else f"{x:.{digits}g}"
 
 
 def format_interval(iv: Interval | None, prefix: str = "", digits: int = 4) -> str:

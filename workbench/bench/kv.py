@@ -73,18 +73,19 @@ def conversation(seed: int, target_tokens: int, count: Callable[[str], int]
 def _primed(session: Session, history: list[dict[str, str]], key: str
             ) -> list[dict[str, str]]:
     """One turn of conversation `key` on `history` (its KV now holds it); the history after."""
-    session.set_history(history)
-    result = session.generate(GenerateRequest(text=PRIMER, n_predict=8, conversation=key))
+    result = session.generate(GenerateRequest(text=PRIMER, history=tuple(history), n_predict=8,
+                                              conversation=key))
     if not result.ok:
         raise RuntimeError(f"priming conversation {key} failed: {result.error}")
-    return list(session.history)
+    return list(result.history)
 
 
 def _ttft(session: Session, history: list[dict[str, str]], key: str,
           report: KvReport | None = None) -> tuple[float, str]:
-    forecast = session.forecast(history, QUESTION, key) if report is not None else None
-    session.set_history(history)
-    result = session.generate(GenerateRequest(text=QUESTION, n_predict=1, conversation=key))
+    request = GenerateRequest(text=QUESTION, history=tuple(history), n_predict=1,
+                              conversation=key)
+    forecast = session.forecast(request) if report is not None else None
+    result = session.generate(request)
     if not result.ok or result.summary is None:
         raise RuntimeError(f"the measured turn failed: {result.error}")
     if report is not None and forecast is not None:
@@ -123,7 +124,7 @@ def run_kv(config: Config, *, repeats: int, history_tokens: int,
     def conversations() -> tuple[list, list]:
         with Session.open(config, kv_dir=None) as probe:
             def count(text: str) -> int:
-                return len(probe._model.tokenize(text, add_special=False, parse_special=False))
+                return len(probe._p.model.tokenize(text, add_special=False, parse_special=False))
             return conversation(1, history_tokens, count), conversation(2, history_tokens, count)
 
     a, b = on_engine(conversations)

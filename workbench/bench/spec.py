@@ -29,6 +29,7 @@ from workbench.config import Config
 from workbench.engine.metrics import RunSummary
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import Session
+from workbench.engine.turn_settings import TurnSettings
 
 Log = Callable[[str], None]
 
@@ -129,13 +130,13 @@ def generation_seconds(summary: RunSummary) -> float:
 
 def run_task(session: Session, task: str, prompt: str, *, spec: str, repeats: int, log: Log
              ) -> TaskResult:
-    base = session.config
+    base = TurnSettings.of(session.config)
     arms = {"off": Arm(), spec: Arm()}
     for i in range(repeats + 1):  # repeat 0 warms both arms up and is not counted
         order = ["off", spec] if i % 2 == 0 else [spec, "off"]
         for mode in order:
-            session.apply_request_settings(base.replace(spec=mode))
-            result = session.generate(GenerateRequest(text=prompt, new_chat=True))
+            result = session.generate(GenerateRequest(text=prompt, new_chat=True,
+                                                      settings=base.replace(spec=mode)))
             if not result.ok:
                 raise RuntimeError(f"bench spec: the {mode} arm failed: {result.error}")
             summary = result.summary
@@ -149,7 +150,6 @@ def run_task(session: Session, task: str, prompt: str, *, spec: str, repeats: in
             log(f"  {task} repeat {i} {mode}: {summary.n_generated} tokens in "
                 f"{generation_seconds(summary):.3f} s, drafted {summary.spec_drafted}, kept "
                 f"{summary.spec_accepted}")
-    session.apply_request_settings(base)
     return TaskResult(task, arms["off"], arms[spec])
 
 

@@ -18,6 +18,7 @@ from workbench.bench.stalls import (
     prefill_of,
 )
 from workbench.engine.metrics_reader import MetricsFile
+from workbench.plain_number import fixed
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +107,8 @@ def format_report(turns: Sequence[TurnExplanation], source: str, factor: float,
         if e.median_ms != e.median_ms:  # NaN: nothing measured
             lines.append(f"\nturn {t.turn}: {e.n_tokens} tokens, no decode wall measured")
             continue
-        lines.append(f"\nturn {t.turn}: {e.n_tokens} tokens, median {e.median_ms:.1f} ms; "
-                     f"{len(e.slow)} slow (≥ {e.threshold_ms:.1f} ms)")
+        lines.append(f"\nturn {t.turn}: {e.n_tokens} tokens, median {fixed(e.median_ms, '.1f')} "
+                     f"ms; {len(e.slow)} slow (≥ {fixed(e.threshold_ms, '.1f')} ms)")
         if not e.slow:
             continue
         counts = ", ".join(f"{key} {n}" for key, n in e.cause_counts().items())

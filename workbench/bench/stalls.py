@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.plain_number import fixed
+
 MIB = 1 << 20
 SLOW_FACTOR = 2.0  # wall at least this many times the answer's median...
 MIN_EXCESS_MS = 1.0  # ...and at least this much above it
@@ -69,7 +71,7 @@ class SlowToken:
         ratio = self.wall_ms / median_ms if median_ms > 0 else math.nan
         head = f"token {self.index + 1}: {_ms(self.wall_ms)}"
         if math.isfinite(ratio):
-            head += f" ({ratio:.1f}× median)"
+            head += f" ({fixed(ratio, '.1f')}× median)"
         return ", ".join([head, *(c.text for c in self.causes)])
 
 
@@ -140,13 +142,13 @@ def _rss(row: Mapping[str, Any]) -> float:
 
 
 def _ms(value: float) -> str:
-    return f"{value:.0f} ms" if value >= 10 else f"{value:.1f} ms"
+    return f"{fixed(value, '.0f' if value >= 10 else '.1f')} ms"
 
 
 def _mib(value: float) -> str:
     if value >= 1024:
-        return f"{value / 1024:.1f} GiB"
-    return f"{value:.0f} MiB" if value >= 10 else f"{value:.1f} MiB"
+        return f"{fixed(value / 1024, '.1f')} GiB"
+    return f"{fixed(value, '.0f' if value >= 10 else '.1f')} MiB"
 
 
 @dataclass(frozen=True, slots=True)

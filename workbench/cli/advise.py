@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import sys
 from pathlib import Path
+
+from workbench import strict_json
 
 DEFAULT_PROBE_TOKENS = 32
 
@@ -87,11 +88,7 @@ def run_advise(args: argparse.Namespace) -> int:
                "verdict": advice.verdict, "settings": advice.settings, "flags": advice.flags,
                "reasons": list(advice.reasons), "notes": list(advice.notes),
                "probe": dataclasses.asdict(advice.probe) if advice.probe else None}
-        print(json.dumps(doc, indent=2, default=_finite))
+        print(strict_json.dumps(doc, default=str))
         return 0
     print(format_advice(path.name, layout, machine, advice), end="")
     return 0
-
-
-def _finite(value: object) -> object:
-    return None if isinstance(value, float) and not math.isfinite(value) else str(value)

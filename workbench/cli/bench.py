@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from workbench.cli.bench_checks import checked
 from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
 
@@ -19,7 +20,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     add_arguments(overhead)
     overhead.add_argument("--repeats", type=int, default=5)
     overhead.add_argument("--warmup", type=int, default=1)
-    overhead.set_defaults(run=run_overhead_cmd)
+    overhead.set_defaults(run=checked(run_overhead_cmd))
     add_matrix_parser(kinds)
 
     stream = kinds.add_parser(
@@ -40,7 +41,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     stream.add_argument("--cache-mb", type=int, default=0,
                         help="threads bench: the streamed arms' expert cache (default: one "
                              "that holds every expert)")
-    stream.set_defaults(run=run_stream_cmd)
+    stream.set_defaults(run=checked(run_stream_cmd))
 
     drop = kinds.add_parser(
         "drop", help="cache-aware expert dropping vs off under a memory balloon, with the "
@@ -56,7 +57,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
                       help="what the automatic cache leaves free")
     drop.add_argument("--no-balloon", dest="balloon", action="store_false",
                       help="no memory balloon (a smoke test of the plumbing, not a measurement)")
-    drop.set_defaults(run=run_drop_cmd)
+    drop.set_defaults(run=checked(run_drop_cmd))
 
     spec = kinds.add_parser("spec", help="speculative decoding vs plain greedy decoding on a "
                                          "task where drafts hit and one where they miss")
@@ -68,7 +69,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     spec.add_argument("--repeats", type=int, default=5, help="pairs per task, interleaved")
     spec.add_argument("--moe", action="store_true",
                       help="also measure a streamed synthetic MoE's expert reads with speculation")
-    spec.set_defaults(run=run_spec_cmd)
+    spec.set_defaults(run=checked(run_spec_cmd))
 
     policy = kinds.add_parser(
         "policy", help="expert cache policies vs LRU (and Belady), prefetch on/off, cache off "
@@ -82,7 +83,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     policy.add_argument("--lanes", type=int, default=4)
     policy.add_argument("--skip", default="",
                         help="comma-separated parts to leave out: prefetch, io")
-    policy.set_defaults(run=run_policy_cmd)
+    policy.set_defaults(run=checked(run_policy_cmd))
 
     kv = kinds.add_parser("kv", help="time to first token with conversations' KV states kept "
                                      "(memory, disk) vs re-read")
@@ -90,7 +91,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     kv.add_argument("--repeats", type=int, default=5, help="pairs per comparison, interleaved")
     kv.add_argument("--history-tokens", type=int, default=2000,
                     help="length of each conversation (tokens)")
-    kv.set_defaults(run=run_kv_cmd)
+    kv.set_defaults(run=checked(run_kv_cmd))
 
 
 def on_bench_model(config: Config) -> Config:
@@ -286,7 +287,7 @@ def add_matrix_parser(kinds: argparse._SubParsersAction) -> None:
                         help="output directory, made if missing (its parent must exist; "
                              "default: a new one under the data directory)")
     add_arguments(matrix)
-    matrix.set_defaults(run=run_matrix_cmd)
+    matrix.set_defaults(run=checked(run_matrix_cmd))
 
 
 def run_matrix_cmd(args: argparse.Namespace) -> int:

@@ -268,6 +268,7 @@ def _interactive(engine: EngineThread, session, progress: bool,
           "/quit leaves.", file=sys.stderr)
     _interrupts_raise()
     new_chat = False
+    history: tuple[dict[str, str], ...] = ()  # the conversation so far: each turn returns it
     while True:
         try:
             text = input("> ")
@@ -281,7 +282,7 @@ def _interactive(engine: EngineThread, session, progress: bool,
         if command == "/quit":
             return 0
         if command == "/new":
-            new_chat = True
+            new_chat, history = True, ()
             print("(new chat)", file=sys.stderr)
             continue
         if command == "/help":
@@ -290,7 +291,9 @@ def _interactive(engine: EngineThread, session, progress: bool,
         if command == "":
             print(f"unknown command {text.strip()}; /help lists the commands", file=sys.stderr)
             continue
-        _turn(engine, session, GenerateRequest(text=text, new_chat=new_chat), progress)
+        result = _turn(engine, session,
+                       GenerateRequest(text=text, history=history, new_chat=new_chat), progress)
+        history = result.history
         after_turn()
         new_chat = False
 

@@ -13,12 +13,14 @@ from workbench.cli.store_access import (
     CommandError,
     add_db_argument,
     guarded,
+    nothing_saved_yet,
     open_store,
     positive_id,
     print_json,
     table,
     when,
 )
+from workbench.file_kind import read_text
 
 _ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 
@@ -80,9 +82,11 @@ def add_conversations_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
-        convs = store.list_deleted() if args.deleted else store.list_conversations()
-        counts = {c.id: len(store.all_messages(c.id)) for c in convs}
+    convs, counts = [], {}
+    if not nothing_saved_yet(args):  # a fresh data folder lists nothing, and creates nothing
+        with open_store(args) as store:
+            convs = store.list_deleted() if args.deleted else store.list_conversations()
+            counts = {c.id: len(store.all_messages(c.id)) for c in convs}
     if args.json:
         print_json([{"id": c.id, "title": c.title, "created_at": c.created_at,
                      "updated_at": c.updated_at, "deleted_at": c.deleted_at,
@@ -155,9 +159,11 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     try:
-        text = Path(args.file).read_text(encoding="utf-8")
+        text = read_text(args.file, "a conversation export")
     except UnicodeDecodeError:
         raise CommandError(f"{args.file} is not UTF-8 text (a JSON export is)") from None
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.file}: {exc.strerror or exc}") from None
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 
+from workbench import strict_json
 from workbench.bench.stalls import SLOW_FACTOR
 
 DEFAULT_LIMIT = 10
@@ -70,7 +70,7 @@ def run_explain(args: argparse.Namespace) -> int:
             texts.append(format_report(turns, str(path), args.factor, args.limit or None))
     if args.json:
         doc = documents[0] if len(documents) == 1 else {"files": documents}
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        print(strict_json.dumps(doc))
     else:
         print("\n".join(texts), end="")
     return 0

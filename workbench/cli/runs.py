@@ -12,6 +12,7 @@ from workbench.cli.store_access import (
     CommandError,
     add_db_argument,
     guarded,
+    nothing_saved_yet,
     open_store,
     positive_id,
     print_json,
@@ -82,13 +83,14 @@ def run_list(args: argparse.Namespace) -> int:
     from workbench.ui.runs.entries import entry_from_run
 
     headless = True if args.headless else False if args.chat else None
-    with open_store(args) as store:
-        runs = store.list_runs(conversation_id=args.conversation, model_name=args.model,
-                               headless=headless, limit=args.limit)
-        conversation_of = {}
-        for run in runs:
-            if run.message_id is not None:
-                conversation_of[run.id] = store.get_message(run.message_id).conversation_id
+    runs, conversation_of = [], {}
+    if not nothing_saved_yet(args):  # a fresh data folder lists nothing, and creates nothing
+        with open_store(args) as store:
+            runs = store.list_runs(conversation_id=args.conversation, model_name=args.model,
+                                   headless=headless, limit=args.limit)
+            for run in runs:
+                if run.message_id is not None:
+                    conversation_of[run.id] = store.get_message(run.message_id).conversation_id
     entries = [entry_from_run(r) for r in runs]
     if args.json:
         print_json([{"id": r.id, "created_at": r.created_at, "label": r.label,

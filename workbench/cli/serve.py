@@ -13,6 +13,7 @@ import contextlib
 import ipaddress
 import os
 import signal
+import socket
 import sys
 import threading
 from typing import TYPE_CHECKING
@@ -69,16 +70,45 @@ def exposure_warning(host: str, port: int, api_key: str | None) -> str | None:
 def run_serve(args: argparse.Namespace) -> int:
     # Explicit: inherited SIG_IGN (started with `&`) would make Ctrl-C and `kill -INT` no-ops.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    from workbench.atomic_write import OutputFileError
-    from workbench.engine.requests import SessionError
-    from workbench.engine.sinks import CsvMetricsSink
-    from workbench.server.engine_host import OwnEngine
-
     if args.queue < 0 or args.max_request_bytes < 1 or not 0 <= args.port < 65536:
         print("error: --queue must be 0 or more, --max-request-bytes positive, --port "
               "0-65535", file=sys.stderr)
         return 2
     config = config_from_args(args, Config())
+    # The port is taken first: one in use (or an address not of this machine) is said at once,
+    # before a model loads and before any "serving ... on" line could be printed.
+    try:
+        sock = listening_socket(args.host, args.port)
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host} port {args.port}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 1
+    with sock:
+        return _load_and_serve(args, config, sock)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to (host, port), ready for uvicorn (`Server.run(sockets=...)`); OSError
+    (EADDRINUSE: the port is in use) when it cannot be had."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _load_and_serve(args: argparse.Namespace, config: Config, sock: socket.socket) -> int:
+    from workbench.atomic_write import OutputFileError
+    from workbench.engine.requests import SessionError
+    from workbench.engine.sinks import CsvMetricsSink
+    from workbench.server.engine_host import OwnEngine
+
     warning = exposure_warning(args.host, args.port, args.api_key)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
@@ -91,7 +121,7 @@ def run_serve(args: argparse.Namespace) -> int:
     cancel_load = threading.Event()
     try:
         try:
-            session = engine.open(config, sink=RunInfoOnce(csv) if csv else None,
+            session = engine.open(config, sink=csv,
                                   progress=lambda _f: not cancel_load.is_set(),
                                   on_interrupt=cancel_load.set)
         except SessionError as exc:
@@ -102,7 +132,7 @@ def run_serve(args: argparse.Namespace) -> int:
             return 130 if cancel_load.is_set() else 1
         for note in session.warnings:
             print(f"warning: {note}", file=sys.stderr)
-        code = _serve(args, engine.run_info, engine)
+        code = _serve(args, engine.run_info, engine, sock)
     finally:
         engine.close()
     if csv is not None:
@@ -114,7 +144,7 @@ def run_serve(args: argparse.Namespace) -> int:
     return code
 
 
-def _serve(args: argparse.Namespace, info: RunInfo, engine) -> int:
+def _serve(args: argparse.Namespace, info: RunInfo, engine, sock: socket.socket) -> int:
     import uvicorn
 
     from workbench.server.app import create_app
@@ -130,7 +160,8 @@ def _serve(args: argparse.Namespace, info: RunInfo, engine) -> int:
                                            log_level="warning", lifespan="on",
                                            access_log=False))
     host = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"serving {model_id} on http://{host}:{args.port}/v1 (OpenAI API"
+    port = sock.getsockname()[1]  # --port 0: the one the system chose
+    print(f"serving {model_id} on http://{host}:{port}/v1 (OpenAI API"
           f"{', API key required' if args.api_key else ''}); Ctrl-C stops", file=sys.stderr,
           flush=True)
     # uvicorn sets its own SIGINT/SIGTERM handlers (signal.signal, so an inherited SIG_IGN is
@@ -138,34 +169,10 @@ def _serve(args: argparse.Namespace, info: RunInfo, engine) -> int:
     # stopped it raises the signal again under the handler set above: that is the stop we
     # asked for, not an error.
     with contextlib.suppress(KeyboardInterrupt):
-        server.run()
+        server.run(sockets=[sock])
     print(f"stopped: {runner.completed} requests served, {runner.admission.refused} refused "
           "(queue full)", file=sys.stderr)
     return 0 if server.started else 1
-
-
-class RunInfoOnce:
-    """The CSV sink under a server: requests change sampling settings, and each change sends
-    the run info again; a metrics file holds one preamble, the first (the summary lines say
-    what each request did)."""
-
-    def __init__(self, sink) -> None:
-        self.sink = sink
-        self._sent = False
-
-    def on_run_info(self, info) -> None:
-        if not self._sent:
-            self._sent = True
-            self.sink.on_run_info(info)
-
-    def on_token(self, m) -> None:
-        self.sink.on_token(m)
-
-    def on_summary(self, s) -> None:
-        self.sink.on_summary(s)
-
-    def close(self) -> None:
-        self.sink.close()
 
 
 class LogObserver:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
 import sqlite3
 import sys
@@ -20,6 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from workbench import strict_json
+from workbench.file_kind import regular_file
 from workbench.store import NotFound, Store, StoreBusy, StoreFault, default_path
 from workbench.store.faults import classify
 
@@ -40,9 +41,17 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> Store:
     if not create and not path.exists():
         raise CommandError(f"no store at {path} (nothing has been saved there yet; --db names "
                            "another)")
-    if path.is_dir():
-        raise CommandError(f"{path} is a folder, not a store file")
+    try:
+        regular_file(path, "a store file")  # a FIFO would block the first read forever
+    except OSError as exc:
+        raise CommandError(str(exc)) from None
     return Store.open(path, recover=False)
+
+
+def nothing_saved_yet(args: argparse.Namespace) -> bool:
+    """No --db and no store in the data folder yet: a fresh start, whose lists are empty (a
+    --db that names no file is a mistake, and open_store says so)."""
+    return args.db is None and not default_path().exists()
 
 
 def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -93,16 +102,7 @@ def when(ts: float | None) -> str:
 
 
 def print_json(doc: Any) -> None:
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [clean(v) for v in value]
-        return value
-
-    print(json.dumps(clean(doc), indent=2, ensure_ascii=False))
+    print(strict_json.dumps(doc))
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:

@@ -6,10 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from workbench.cli.bench_checks import checked
 from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
 from workbench.embedded import SUGGESTED_QUESTION
 from workbench.engine.model_defaults import model_defaults
+from workbench.file_kind import regular_file
 
 IMAGE_CHATS = (("What is in this picture? Answer in one sentence.",),)
 SCREENSHOT_CHATS = (
@@ -55,7 +57,7 @@ def add_bench_ui_parser(bench: argparse.ArgumentParser) -> None:
     add_arguments(p)
     p.add_argument("--repeats", type=int, default=8, help="runs of each kind, interleaved")
     p.add_argument("--tokens", type=int, default=128, help="tokens per run")
-    p.set_defaults(run=run_bench_ui_cmd)
+    p.set_defaults(run=checked(run_bench_ui_cmd))
 
 
 def run_window_cmd(args: argparse.Namespace) -> int:
@@ -83,7 +85,9 @@ def run_screenshot_cmd(args: argparse.Namespace) -> int:
     out: Path = args.output
     try:
         check_output_path(out)  # before the window opens and chats for a minute
-    except OutputFileError as exc:
+        for image in args.image:  # a FIFO would block the window's read forever
+            regular_file(image, "an image file")
+    except OSError as exc:  # OutputFileError, NotRegularFileError
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

@@ -20,6 +20,7 @@ from workbench.engine.measured import as_measured
 from workbench.engine.metric_columns import KINDS
 from workbench.engine.metrics import UNMEASURED
 from workbench.engine.metrics_syntax import FORMAT_NAME, FORMAT_V2, parse_pairs, unescape_text
+from workbench.file_kind import read_bytes
 
 
 class MetricsFormatError(ValueError):
@@ -226,7 +227,7 @@ def parse_metrics(text: str, source: str = "<metrics>") -> MetricsFile:
 
 def read_metrics_csv(path: str | Path) -> MetricsFile:
     """Read a metrics file written by us or by the upstream engine (v1 or v2)."""
-    data = Path(path).read_bytes()
+    data = read_bytes(path, "a metrics file")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

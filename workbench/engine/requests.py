@@ -9,6 +9,8 @@ import numpy as np
 
 from workbench.engine.images import ImageInput
 from workbench.engine.metrics import RunSummary, TokenMetrics
+from workbench.engine.prompt import Message
+from workbench.engine.turn_settings import TurnSettings
 
 
 class SessionError(RuntimeError):
@@ -47,9 +49,20 @@ class StopReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class GenerateRequest:
+    """One turn, as a value: the message, the conversation before it and the settings it runs
+    with. The session keeps no conversation of its own (only the KV state of the ones it has
+    seen); a new request field is one line here, read by `Session.generate`."""
+
     text: str
-    n_predict: int | None = None  # None: the session's configured tokens-to-generate
-    think: bool | None = None  # None: the session's configured thinking switch
+    # The complete turns before `text` (user/assistant messages, as `GenerateResult.history`
+    # gives them back), and the images those messages refer to (Message["images"]).
+    history: tuple[Message, ...] = ()
+    history_images: tuple[ImageInput, ...] = ()
+    # The turn's sampling, tokens, thinking, system prompt and speculation (engine/
+    # turn_settings.py). None: the settings the session was opened with.
+    settings: TurnSettings | None = None
+    n_predict: int | None = None  # None: the settings' tokens-to-generate
+    think: bool | None = None  # None: the settings' thinking switch
     new_chat: bool = False  # forget the conversation (and its KV) before this turn
     # The conversation this turn belongs to (its id in the store): its KV state is kept in the
     # session's pool while others use the context. None: no pool (the CLI's one conversation).
@@ -67,6 +80,13 @@ class GenerateRequest:
     # The turn ends, as at the model's own end (StopReason.EOS), once the generated text
     # contains one of these; the text keeps it (the caller trims it).
     stop: tuple[str, ...] = ()
+
+    def turn_settings(self, defaults: TurnSettings) -> TurnSettings:
+        """What this turn runs with: its settings (else `defaults`), its overrides applied."""
+        settings = self.settings or defaults
+        if self.n_predict is not None:
+            settings = settings.replace(n_predict=self.n_predict)
+        return settings if self.think is None else settings.replace(think=self.think)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +136,27 @@ class GenerateResult:
     # Why this turn re-read part of the conversation instead of reusing the KV cache ("" when it
     # reused all it could): e.g. the template strips past reasoning.
     reprefill_reason: str = ""
+    # The conversation after this turn: the request's history, plus its user message and the
+    # answer when the turn completed (unchanged when it was stopped, failed or refused). The
+    # next turn's request takes it as its history.
+    history: tuple[Message, ...] = ()
 
     @property
     def stopped(self) -> bool:
         return self.stop_reason is StopReason.STOPPED
+
+
+def rejected(message: str) -> GenerateResult:
+    """A turn refused before any decode; `message` says why and what to do."""
+    return GenerateResult(ok=False, stop_reason=StopReason.REJECTED, error=message)
+
+
+SPEC_GREEDY_ONLY = (
+    "Speculative decoding is greedy-only (temperature 0, no penalties), so this answer was "
+    "sampled token by token without it; set the temperature to 0 and the penalties off to "
+    "speculate.")
+
+NO_PROJECTOR = (
+    "This model was opened without an image projector, so it cannot see images. Choose the "
+    "model's mmproj file in the model picker (or pass --mmproj PROJ.gguf), then attach the "
+    "image again.")

@@ -18,6 +18,7 @@ import numpy as np
 
 from workbench.atomic_write import AtomicFile
 from workbench.engine.model_identity import fast_hash
+from workbench.file_kind import read_bytes, regular_file
 from workbench.paths import data_dir
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def frequency_path(directory: Path, model: Path) -> Path:
 def load_frequencies(path: Path, shape: tuple[int, int]) -> tuple[np.ndarray | None, str]:
     """The saved counts, or (None, why not). A missing file is no warning ("")."""
     try:
-        data = path.read_bytes()
+        data = read_bytes(path, "a routing-frequency file")
     except FileNotFoundError:
         return None, ""
     except OSError as exc:
@@ -59,6 +60,7 @@ def save_frequencies(path: Path, session_counts: np.ndarray, previous: np.ndarra
     total = session_counts.astype(np.float64)
     if previous is not None and previous.shape == total.shape:
         total = total + OLDER_WEIGHT * previous
+    regular_file(path, "a routing-frequency file")  # a FIFO or folder there is not replaced
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     np.save(buf, total, allow_pickle=False)

@@ -82,6 +82,9 @@ class ModelFacts:
     file_size: int  # all shards together
     shards: tuple[Path, ...]
     gguf_version: int
+    # Entries of the tokenizer's token list (llama.cpp's n_vocab; -1 if absent). May differ from
+    # vocab_size, the embedding rows, which some families pad per model size.
+    n_tokens: int = -1
 
     @property
     def is_moe(self) -> bool:
@@ -269,6 +272,7 @@ def _read_model(path: Path) -> tuple[ModelFacts, list[TensorInfo]]:
         file_size=sum(p.stat().st_size for p in shards),
         shards=tuple(shards),
         gguf_version=first.version,
+        n_tokens=first.array_lengths.get("tokenizer.ggml.tokens", -1),
     )
     return facts, tensors
 

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench.atomic_write import AtomicFile
+from workbench.file_kind import read_text
 from workbench.moe.routes import Phase, Residency, RouteLoad
 
 MAGIC = "# workbench_route_trace v1"
@@ -223,7 +224,7 @@ def read_trace(path: str | os.PathLike[str]) -> RouteTrace:
     p = Path(path)
     where = str(p)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text(p, "a route trace")
     except FileNotFoundError:
         raise RouteTraceError(f"{where} does not exist: record one with `workbench chat "
                               "--route-trace FILE` or the window's Record route trace") from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -24,7 +25,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -49,6 +50,7 @@ from workbench.server.stop_filter import StopFilter
 from workbench.server.telemetry import RequestInfo
 
 MAX_BODY_BYTES = 4 << 20  # default request size limit
+log = logging.getLogger("uvicorn.error")  # the server's own log: its level and format
 
 
 class ClientGone(Exception):
@@ -75,7 +77,18 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
 
     async def _answer(request: Request, parse: Callable[[dict[str, Any]], EngineCall],
                       prefix: str) -> Response:
-        call = parse(parse_json(await read_body(request, max_body_bytes)))
+        try:
+            body = await read_body(request, max_body_bytes)
+        except ClientDisconnect:
+            # Left before its body ended (a Content-Length never reached, a chunked body
+            # abandoned): nobody is there to answer. One line, no traceback.
+            # A chunked body cut or malformed is uvicorn's own one line ("Invalid HTTP
+            # request received."): a second would say it twice.
+            if "chunked" not in request.headers.get("transfer-encoding", "").lower():
+                log.warning("a client (%s) left before its request body ended; nothing was run",
+                            client_label(request))
+            return Response(status_code=499)
+        call = parse(parse_json(body))
         info = RequestInfo(id=f"{prefix}-{uuid.uuid4().hex[:24]}", kind=call.kind,
                            client=client_label(request, call.client))
         generation = runner.start(call, info)
@@ -199,16 +212,18 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
 
 
 class ApiKeyMiddleware:
-    """`Authorization: Bearer KEY` on every request, compared in constant time."""
+    """`Authorization: Bearer KEY` on every request, the key compared in constant time. The
+    scheme's name is case-insensitive (RFC 7235: `bearer KEY` and `BEARER KEY` are the same)."""
 
     def __init__(self, app: ASGIApp, api_key: str) -> None:
         self.app = app
-        self.expected = f"Bearer {api_key}".encode()
+        self.expected = api_key.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            given = Headers(scope=scope).get("authorization", "").encode()
-            if not hmac.compare_digest(given, self.expected):
+            scheme, _, key = Headers(scope=scope).get("authorization", "").partition(" ")
+            given = key.lstrip(" ").encode() if scheme.lower() == "bearer" else b""
+            if not (given and hmac.compare_digest(given, self.expected)):
                 error = ApiError(401, "a valid API key is needed: send the header "
                                  "'Authorization: Bearer KEY' with the key the server was "
                                  "started with (--api-key)", code="invalid_api_key")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.server.errors import ApiError, bad_request
+from workbench.server.json_text import unencodable_field
 
 MAX_STOP_STRINGS = 16
 # Request fields that map onto the session's per-request settings (workbench/config.py).
@@ -56,6 +57,11 @@ def parse_json(body: bytes) -> dict[str, Any]:
                        code="invalid_json") from None
     if not isinstance(data, dict):
         raise bad_request("the request body must be a JSON object")
+    where = unencodable_field(data)
+    if where is not None:  # a lone surrogate (\ud800): valid JSON, but no text can hold it
+        raise bad_request(f"{where or 'the request'} holds text that cannot be encoded as UTF-8 "
+                          "(a lone UTF-16 surrogate such as \\ud800): send valid Unicode",
+                          where or None, code="invalid_text")
     return data
 
 

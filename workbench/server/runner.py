@@ -1,31 +1,34 @@
-"""One request's engine work: the session set up for it, the generation, the session put back.
+"""One request's engine work: build one `GenerateRequest`, generate.
 
 A request is a `Generation`: admitted (or refused with 429), its job queued on the engine
 thread, its events (prefill progress, tokens, one final result) delivered to the request's
-coroutine in order. The job gives the session the request's sampling settings and
-conversation, runs one turn under the conversation key `slots.py` picks, and restores the
-session's own settings and history afterwards: the window's chat goes on as if the server had
-not been there. `cancel()` (a client that went away) stops the turn within one decode step.
+coroutine in order. The job builds one request value from the call (its conversation, its
+settings over the model's defaults: `request_settings`) and runs one turn under the
+conversation key `slots.py` picks. The session keeps no conversation or sampling state of its
+own, so the window's chat goes on as if the server had not been there, with nothing to put back.
+`cancel()` (a client that went away) stops the turn within one decode step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.engine.model_defaults import model_defaults
 from workbench.engine.requests import (
     GenerateRequest,
     GenerateResult,
     PrefillProgress,
-    SessionError,
     StopReason,
     TokenEvent,
 )
 from workbench.engine.session import Session
+from workbench.engine.turn_settings import TurnSettings
 from workbench.server.admission import Admission
 from workbench.server.engine_host import EngineHost
 from workbench.server.protocol import EngineCall
@@ -159,41 +162,30 @@ class Runner:
             if observer is not None:
                 observer.token(info, event)
 
-        saved_config, saved_history = session.config, [dict(m) for m in session.history]
         result: GenerateResult | None = None
         try:
             try:
-                wanted = saved_config.replace(system_prompt="", **call.settings)
-                if wanted != session.config:
-                    session.apply_request_settings(wanted)
-            except (SessionError, TypeError, ValueError) as exc:
+                request = build_request(session, call)
+                assert request.settings is not None
+                if problems := request.settings.problems(session.config):
+                    raise ValueError("; ".join(p.message for p in problems))
+            except (TypeError, ValueError) as exc:
                 result = GenerateResult(ok=False, stop_reason=StopReason.REJECTED,
                                         error=f"invalid sampling settings: {exc}")
                 return
             if call.kind == "chat":
-                session.set_history(call.history)
-                key = self._key(session, call)
-            else:
-                key = RAW_KEY
-            request = GenerateRequest(text=call.text, n_predict=call.max_tokens,
-                                      think=call.think, conversation=key, stop=call.stop,
-                                      raw=call.kind == "completion")
+                request = dataclasses.replace(request, conversation=self._key(session, request))
             result = session.generate(request, on_token=on_token, on_prefill=generation.push)
         finally:
             generation.end()
-            try:
-                if session.config != saved_config:
-                    session.apply_request_settings(saved_config)
-                session.set_history(saved_history)
-            finally:
-                if result is None:
-                    result = GenerateResult(ok=False, stop_reason=StopReason.ERROR,
-                                            error="the request failed on the engine")
-                if observer is not None:
-                    observer.request_ended(info, result)
-                generation.push(result)
+            if result is None:
+                result = GenerateResult(ok=False, stop_reason=StopReason.ERROR,
+                                        error="the request failed on the engine")
+            if observer is not None:
+                observer.request_ended(info, result)
+            generation.push(result)
 
-    def _key(self, session: Session, call: EngineCall) -> str:
+    def _key(self, session: Session, request: GenerateRequest) -> str:
         """The conversation key whose kept state shares the longest prefix with this prompt."""
         held = {h.key: h.n_tokens for h in session.kv_pool.listing()}
         if session.kv_owner is not None:
@@ -202,7 +194,7 @@ class Runner:
         def measure(key: str) -> Match | None:
             if held.get(key, 0) == 0:
                 return None
-            forecast = session.forecast(call.history, call.text, key)
+            forecast = session.forecast(dataclasses.replace(request, conversation=key))
             return Match(key, forecast.n_reused, held[key])
 
         match = self.slots.choose(measure)
@@ -213,3 +205,23 @@ class Runner:
             if gone != session.kv_owner:  # the owner's state leaves the context on its own
                 session.kv_pool.discard(gone)
         return key
+
+
+def request_settings(session: Session, call: EngineCall) -> TurnSettings:
+    """A call's turn settings: the open session's, with the model's default system prompt (the
+    one the window starts with: a request without a system message gets the same assistant),
+    then the call's own fields. A system message in the call replaces that prompt: it is the
+    first message of the conversation, and the chat template puts it first."""
+    system_prompt = model_defaults(session.config.model).system_prompt
+    if call.kind != "chat" or any(m.get("role") == "system" for m in call.messages):
+        system_prompt = ""
+    return TurnSettings.of(session.config).replace(system_prompt=system_prompt, **call.settings)
+
+
+def build_request(session: Session, call: EngineCall) -> GenerateRequest:
+    """The one request a call makes (raw completions share one conversation key)."""
+    return GenerateRequest(
+        text=call.text, history=tuple(call.history) if call.kind == "chat" else (),
+        settings=request_settings(session, call), n_predict=call.max_tokens, think=call.think,
+        conversation=RAW_KEY if call.kind == "completion" else None, stop=call.stop,
+        raw=call.kind == "completion")

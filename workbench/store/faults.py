@@ -42,6 +42,12 @@ class StoreDamaged(StoreFault):
     kind = "damaged"
 
 
+class ForeignStore(StoreDamaged):
+    """A sound SQLite database that is not a workbench store (another program's file): refused
+    read-only, like a damaged one, so it is left byte for byte as it was (no tables, no journal
+    mode, no file beside it)."""
+
+
 class SchemaTooNew(StoreFault):
     """The file was written by a newer workbench; opening it here could damage it.
 

@@ -14,7 +14,14 @@ import struct
 from pathlib import Path
 from urllib.parse import quote
 
-from workbench.store.faults import SchemaTooNew, StoreDamaged, StoreUnwritable, classify
+from workbench.file_kind import not_regular
+from workbench.store.faults import (
+    ForeignStore,
+    SchemaTooNew,
+    StoreDamaged,
+    StoreUnwritable,
+    classify,
+)
 
 HEADER = b"SQLite format 3\x00"
 _HEADER_LEN = 100
@@ -34,12 +41,28 @@ def _wal_has_frames(path: Path) -> bool:
         return False
 
 
+def _wal_mode_without_wal(path: Path) -> bool:
+    """The header says WAL (read and write versions 2) and no -wal file is beside it."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(20)
+    except OSError:
+        return False
+    wal = path.with_name(path.name + "-wal")
+    return head.startswith(HEADER) and head[18:20] == b"\x02\x02" and not wal.exists()
+
+
 def read_only(path: Path) -> sqlite3.Connection:
     """A read-only connection that cannot change the file (nor run its WAL recovery into it).
 
     In a folder where SQLite may not create the WAL index, the file is opened as immutable,
     which is only right when no WAL holds commits the file lacks; then the error stands."""
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    if _wal_mode_without_wal(path):
+        # A read-only connection to a WAL-mode file makes its -wal and -shm beside it and leaves
+        # them (it may not delete them): with no WAL present there is nothing it could hold that
+        # the file lacks, so immutable reads the same and creates nothing.
+        uri += "&immutable=1"
     try:
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
@@ -89,8 +112,8 @@ def check_file(path: Path, known_version: int) -> None:
     return quietly for a missing, empty or sound file. Writes nothing."""
     if not path.exists():
         return
-    if path.is_dir():
-        raise StoreUnwritable(path, "a folder is where the database file should be")
+    if kind := not_regular(path):  # a FIFO would block the first read forever
+        raise StoreUnwritable(path, f"{kind} is where the database file should be")
     check_header(path)
     if path.stat().st_size == 0:
         return
@@ -102,6 +125,7 @@ def check_file(path: Path, known_version: int) -> None:
         try:
             lines = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
             found, writer = stored_version(conn)
+            foreign = foreign_tables(conn)
         except sqlite3.Error as exc:
             fault = classify(exc, path)
             raise (fault if fault is not None else StoreDamaged(path, str(exc))) from exc
@@ -111,8 +135,22 @@ def check_file(path: Path, known_version: int) -> None:
         extra = len(lines) - _CHECK_LINES
         more = f" (and {extra} more problems)" if extra > 0 else ""
         raise StoreDamaged(path, "corrupt pages: " + "; ".join(lines[:_CHECK_LINES]) + more)
+    if foreign:  # before the version: another program's user_version says nothing of ours
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise ForeignStore(path, f"not a workbench store: it holds another program's tables "
+                                 f"({shown}) and no workbench schema; it was left untouched")
     if found > known_version:
         raise SchemaTooNew(path, found, known_version, writer)
+
+
+def foreign_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables of a database that is not a workbench store (read-only): every table when it
+    has some but neither `schema_version` (the first thing a workbench store holds) nor
+    `conversations` (which a later workbench that kept only user_version would still have);
+    else []."""
+    tables = sorted(r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"))
+    return [] if not tables or {"schema_version", "conversations"} & set(tables) else tables
 
 
 def stored_version(conn: sqlite3.Connection) -> tuple[int, str]:

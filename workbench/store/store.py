@@ -18,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 
 from workbench import paths
+from workbench.file_kind import regular_file
 from workbench.store.conversations import ConversationOps
 from workbench.store.export import ExportOps
 from workbench.store.faults import StoreDamaged, StoreFault, classify
@@ -165,7 +166,7 @@ def _copy_into(source: Path, conn: sqlite3.Connection) -> dict[str, int]:
     copy failed."""
     if not source.exists() or source.stat().st_size > TEMPORARY_COPY_LIMIT:
         return {}
-    src = read_only(source)
+    src = read_only(regular_file(source, "a database file"))
     try:
         src.backup(conn)
     finally:

@@ -67,7 +67,6 @@ async def ui_run(window: QtMainWindow, lags: list[float] | None = None) -> float
 
 
 def headless_run(session, n_predict: int) -> float:
-    session.set_history([])
     result = session.generate(GenerateRequest(text=PROMPT, n_predict=n_predict))
     return rate(result.summary)
 

@@ -16,13 +16,12 @@ import os
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from workbench.config import Config
 from workbench.engine.engine_thread import EngineThread
-from workbench.engine.images import ImageInput
 from workbench.engine.kv_pool import HeldState
 from workbench.engine.kv_spill import remove_states
 from workbench.engine.requests import (
@@ -36,6 +35,7 @@ from workbench.engine.requests import (
 from workbench.engine.route_recorder import WINDOW_MAX_LOADS
 from workbench.engine.session import Session, check_openable
 from workbench.engine.sinks import Sink
+from workbench.engine.turn_settings import TurnSettings
 from workbench.engine.warm_start import warm_start_dir
 from workbench.moe.route_trace import RouteTrace
 from workbench.ui.event_pipe import EventPipe
@@ -210,19 +210,12 @@ class EngineBridge:
 
     # ---- conversation state ---------------------------------------------------------------------
 
-    async def set_history(self, messages: list[dict[str, str]],
-                          images: list[ImageInput] | None = None) -> None:
-        """Tell the engine which complete turns are the model's context (a branch or a chat);
-        `images` are those its messages refer to."""
-        await self._call(lambda: self._require().set_history(messages, images))
-
-    async def forecast(self, history: list[dict[str, str]], text: str,
-                       conversation: str | None) -> Forecast | None:
-        """What sending `text` would cost to read (None while an answer runs or none is loaded:
-        the engine thread is not kept from its work for an estimate)."""
+    async def forecast(self, request: GenerateRequest) -> Forecast | None:
+        """What sending `request` would cost to read (None while an answer runs or none is
+        loaded: the engine thread is not kept from its work for an estimate)."""
         if self._generating or self._session is None:
             return None
-        return await self._call(lambda: self._require().forecast(history, text, conversation))
+        return await self._call(lambda: self._require().forecast(request))
 
     async def kv_states(self) -> list[HeldState]:
         """The conversations whose KV state the open session keeps, most recent first."""
@@ -243,17 +236,20 @@ class EngineBridge:
     async def reset_conversation(self) -> None:
         await self._call(lambda: self._require().reset_conversation())
 
-    async def apply_request_settings(self, config: Config) -> LoadedModel:
-        """Per-request settings only; raises SessionError if a load-time one changed.
+    async def apply_settings(self, config: Config) -> LoadedModel:
+        """Settings that need no reopen; raises SessionError if a load-time one changed.
 
-        Returns the open model as it now is: its config and run info carry the new settings,
-        so the next run is recorded with what it actually ran with.
+        The session adopts the session-wide ones (the conversation memory's budgets); a turn's
+        own settings travel in each request (`TurnSettings.of(model.config)`). Returns the open
+        model with `config` in force: its run info carries the turn settings, so the next run is
+        recorded with what it actually ran with.
         """
 
         def job() -> LoadedModel:
             session = self._require()
-            session.apply_request_settings(config)
-            return _describe(session)
+            session.set_session_settings(config)
+            return replace(_describe(session), config=config.replace(model=session.config.model),
+                           run_info=session.run_info_for(TurnSettings.of(config)))
 
         return await self._call(job)
 

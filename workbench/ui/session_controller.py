@@ -280,7 +280,7 @@ class SessionController:
             self._emit("config_changed", config, False)
             return True
         try:  # queued behind a streaming answer, if any: it applies from the next one
-            model = await self.bridge.apply_request_settings(config)
+            model = await self.bridge.apply_settings(config)
         except SessionError as exc:
             self._emit("error", f"Could not apply the settings: {exc}")
             return False

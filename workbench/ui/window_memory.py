@@ -21,6 +21,7 @@ from typing import Any
 from workbench.atomic_write import write_text_atomic
 from workbench.config import Config, ConfigError, validate
 from workbench.engine.model_defaults import model_defaults
+from workbench.file_kind import read_text
 
 log = logging.getLogger("workbench.ui")
 
@@ -54,7 +55,7 @@ def memory_file(data: Path) -> Path:
 
 def load_memory(data: Path) -> WindowMemory:
     try:
-        raw = json.loads(memory_file(data).read_text(encoding="utf-8"))
+        raw = json.loads(read_text(memory_file(data)))
     except (OSError, ValueError):
         return WindowMemory()
     if not isinstance(raw, dict):

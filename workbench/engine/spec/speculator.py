@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from workbench.engine.metrics import RunSummary
-from workbench.engine.spec.drafters import Drafter
+from workbench.engine.spec.drafters import Drafter, ModelDrafter, NgramDrafter
 from workbench.engine.spec.policy import DraftPolicy
 
 # A broken verifier, for the identity gate's negative control only: keep the first rejected
@@ -97,3 +97,19 @@ def fill_spec_summary(summary: RunSummary, tally: SpecTally) -> None:
     summary.spec_drafted = tally.drafted
     summary.spec_accepted = tally.accepted
     summary.spec_draft_seconds = tally.draft_ns / 1e9
+
+
+def speculator_for(mode: str, draft_max: int, sampling: bool, drafter: ModelDrafter | None,
+                   is_eog: Callable[[int], bool]) -> tuple[Speculator | None, str]:
+    """A turn's speculator for `mode` (the spec setting) and the summary's word for it. Greedy
+    only: the verify rule compares argmaxes, so a sampled (or penalised) turn decodes token by
+    token. `drafter` is the draft model the session loaded (spec_draft_model), if any."""
+    if mode == "off":
+        return None, "off"
+    if sampling:
+        return None, "off: sampling"
+    if mode == "draft":
+        if drafter is None:  # validate() requires the setting; the open loaded it
+            return None, "off: no draft model"
+        return Speculator(drafter, draft_max, is_eog), "draft"
+    return Speculator(NgramDrafter(), draft_max, is_eog), "ngram"

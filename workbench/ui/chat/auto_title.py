@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from workbench.engine.turn_settings import TurnSettings
+
 TITLE_TOKENS = 16  # a title is a few words; this also bounds how long it holds the engine
 TITLE_CHARS = 60  # as the placeholder title (the first message, cut)
 _QUOTED_CHARS = 400  # of the question and the answer shown to the model: enough for a topic
@@ -43,3 +45,10 @@ def clean_title(reply: str) -> str:
 def placeholder_title(first_message: str) -> str:
     """What a new conversation is called until (or unless) the model names it."""
     return " ".join(first_message.split())[:TITLE_CHARS]
+
+
+def title_settings() -> TurnSettings:
+    """The title turn's own settings, whatever the chat's: greedy (a title is not worth a
+    seed), no penalties, no system prompt, no thinking, no speculation (the config tree's
+    defaults), TITLE_TOKENS long."""
+    return TurnSettings(n_predict=TITLE_TOKENS, think=False)

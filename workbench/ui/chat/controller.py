@@ -30,6 +30,7 @@ from workbench.engine.requests import (
     StopReason,
     TokenEvent,
 )
+from workbench.engine.turn_settings import TurnSettings
 from workbench.store import Message, MessageStats, StoredImage, continued_stats
 from workbench.ui.bridge import LoadedModel
 from workbench.ui.chat import auto_title
@@ -380,8 +381,10 @@ class ChatController:
             return
         cid = self.conversation_id
         try:
-            forecast = await self.bridge.forecast(model_history(self.path, self.images), text,
-                                                  str(cid) if cid is not None else None)
+            forecast = await self.bridge.forecast(GenerateRequest(
+                text=text, history=tuple(model_history(self.path, self.images)),
+                history_images=self._history_images(), settings=TurnSettings.of(self.config),
+                conversation=str(cid) if cid is not None else None))
         except Exception:  # an estimate is never worth an error message
             log.debug("forecast failed", exc_info=True)
             forecast = None
@@ -418,6 +421,10 @@ class ChatController:
         self.composer.set_busy(False)
         self.chat.set_actions_enabled(True)
 
+    def _history_images(self) -> tuple[ImageInput, ...]:
+        """The images the path's messages refer to (the engine needs them to rebuild it)."""
+        return tuple(i for carried in self.images.values() for i in _inputs(carried))
+
     def _tail_id(self) -> int | None:
         return self.path[-1].id if self.path else None
 
@@ -443,12 +450,13 @@ class ChatController:
         # almost everything; the collector catches up after the answer.
         shared_collector().pause()
         try:
-            await self.bridge.set_history(
-                history, [i for carried in self.images.values() for i in _inputs(carried)])
             run = await self.db.call(lambda s: s.create_run(self.model.run_info,
                                                             message_id=answer.id))
             run_id = run.id
-            request = GenerateRequest(text=text, n_predict=self.config.n_predict,
+            request = GenerateRequest(text=text, history=tuple(history),
+                                      history_images=self._history_images(),
+                                      settings=TurnSettings.of(self.config),
+                                      n_predict=self.config.n_predict,
                                       conversation=str(answer.conversation_id),
                                       think=self.composer.think.isChecked(),
                                       continue_from=continue_from,
@@ -611,9 +619,8 @@ class ChatController:
         the user renamed the conversation meanwhile."""
         result: GenerateResult | None = None
         try:
-            await self.bridge.set_history([])
             request = GenerateRequest(text=auto_title.title_prompt(question, answer),
-                                      n_predict=auto_title.TITLE_TOKENS, think=False)
+                                      settings=auto_title.title_settings())
             async for event in self.bridge.generate(request, stop):
                 if isinstance(event, GenerateResult):
                     result = event

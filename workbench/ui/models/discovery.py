@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.atomic_write import write_text_atomic
+from workbench.file_kind import read_text
 from workbench.moe.layout import ModelFacts, ModelFileError, read_model_facts
 
 MAX_DEPTH = 6  # below a source folder: HF's models--x/snapshots/rev/file is 3, Jan's 3
@@ -177,7 +178,7 @@ def folders_file(data: Path) -> Path:
 
 def load_folders(data: Path) -> list[Path]:
     try:
-        items = json.loads(folders_file(data).read_text(encoding="utf-8"))
+        items = json.loads(read_text(folders_file(data)))
     except (OSError, ValueError):
         return []
     return [Path(p) for p in items if isinstance(p, str)] if isinstance(items, list) else []

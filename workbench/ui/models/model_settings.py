@@ -23,8 +23,10 @@ from typing import Any
 
 from workbench.atomic_write import write_text_atomic
 from workbench.config import BY_NAME, SETTINGS, Config, fmt_number, validate
+from workbench.file_kind import read_text
 from workbench.moe.layout import ModelFacts
 from workbench.ui.models.estimate import estimate_memory
+from workbench.ui.settings.evaluate import follow_app_defaults
 
 log = logging.getLogger("workbench.ui")
 
@@ -66,7 +68,7 @@ def settings_file(data: Path) -> Path:
 
 def load_remembered(data: Path) -> dict[str, dict[str, Any]]:
     try:
-        raw = json.loads(settings_file(data).read_text(encoding="utf-8"))
+        raw = json.loads(read_text(settings_file(data)))
     except (OSError, ValueError):
         return {}
     if not isinstance(raw, dict):
@@ -136,7 +138,10 @@ def _fitted(model: Path, facts: ModelFacts | None, base: Config, available_mib: 
         if facts.expert_bytes > 0 and resident > budget:
             # A MoE larger than memory runs by reading its experts from disk as tokens use
             # them; what stays resident is its dense part (and the cache, sized to fit).
-            config = config.replace(moe_stream=True, cache_auto=True)
+            # As the settings panel would: the window's defaults follow the streaming that was
+            # turned on (dropping at 75 % once a cache is on: Setting.app_default).
+            config = follow_app_defaults(config, config.replace(moe_stream=True,
+                                                                cache_auto=True))
             resident -= estimate.expert_mib
             why.append("this machine's memory")
         room = budget - resident  # for the KV cache: a smaller context is what frees it

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from workbench.atomic_write import write_text_atomic
+from workbench.file_kind import read_text
 from workbench.paths import data_dir
 
 MAX_RECENT = 10
@@ -19,7 +20,7 @@ def recent_file(data: Path | None = None) -> Path:
 def load_recent(path: Path | None = None) -> list[str]:
     file = path or recent_file()
     try:
-        items = json.loads(file.read_text())
+        items = json.loads(read_text(file))
     except (OSError, ValueError):
         return []
     return [p for p in items if isinstance(p, str)][:MAX_RECENT]
