@@ -99,6 +99,9 @@ class Setting:
     # window's otherwise): the settings panel moves a value still at one default to the other as
     # the gate flips (workbench/ui/settings/evaluate.py). None: the window uses `default`.
     app_default: Any = None
+    # (threshold, text): from this value up the panel shows the text as a warning under the row
+    # (a lossy setting whose harm does not show in the text it produces).
+    warn_from: tuple[float, str] | None = None
 
     @property
     def flag(self) -> str:
@@ -139,6 +142,7 @@ _CHAT = ("chat_template", "==", True)
 _STREAMING = ("moe_stream", "==", True)
 _AUTO_CACHE = ("cache_auto", "==", True)
 _DROPPING = ("drop_cold_frac", ">", 0)
+_SUBSTITUTING = ("expert_substitute", ">", 0)
 _SPECULATING = ("spec", "!=", "off")
 
 
@@ -302,6 +306,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("drop_prefill", "bool", False, "Drop while reading the prompt", "Speed / quality",
             "Also drop cold experts during the prefill (by default only generated tokens drop)",
             "load", requires=_DROPPING, aliases=("--drop-in-prefill",)),
+    # Cache-aware substitution (upstream's --expert-substitute): lossy, cache-dependent like
+    # dropping. Measured upstream: 0.15 cost +1-4 % perplexity, 0.30 about +25 %, 0.60 destroyed
+    # the model while its text stayed fluent (docs/streaming.md).
+    Setting("expert_substitute", "float", 0.0, "Prefer cached experts", "Speed / quality",
+            "Let near-ties go to cached experts: their scores gain this share of the score "
+            "range; lossy",
+            "load", unit="", unit_reason="a share of the token's router score range (max - min)",
+            min=0.0, max=1.0, special=((0, "off"),), metavar="L",
+            rungs=((0.0, "off"), (0.10, "10 %"), (0.15, "15 %"), (0.20, "20 %"), (0.30, "30 %")),
+            gate=_CACHE_GATE,
+            warn_from=(0.20, "Replies will still read well while the model behind them is worse: "
+                       "measured upstream, 15 % cost +1-4 % perplexity, 30 % about +25 %, and "
+                       "60 % destroyed the model with fluent text")),
+    Setting("expert_substitute_prefill", "bool", False, "Prefer cached experts in the prompt",
+            "Speed / quality",
+            "Also substitute while reading the prompt (by default only generated tokens do)",
+            "load", requires=_SUBSTITUTING, aliases=("--substitute-in-prefill",)),
     # Conversations: per request (resizing the pool needs no reopen).
     Setting("kv_pool_mb", "int", -1, "Conversation memory", "Conversations",
             "Memory for the model state of other conversations, so switching back skips re-reading",
@@ -392,6 +413,8 @@ class Config:
     drop_cold_frac: float = _default("drop_cold_frac")
     drop_renorm: bool = _default("drop_renorm")
     drop_prefill: bool = _default("drop_prefill")
+    expert_substitute: float = _default("expert_substitute")
+    expert_substitute_prefill: bool = _default("expert_substitute_prefill")
     kv_pool_mb: int = _default("kv_pool_mb")
     kv_disk_mb: int = _default("kv_disk_mb")
     spec: str = _default("spec")
@@ -487,6 +510,18 @@ def gate_reason(s: Setting, cfg: Config) -> str:
         return f"Only used when {s.gate[0]}"
     return (f"Ignored: {format_value(s, value)} is kept but not used until {s.gate[0]}; "
             f"until then it is {format_value(s, s.default)}")
+
+
+def warning_text(s: Setting, cfg: Config) -> str:
+    """The setting's declared warning when its value in `cfg` reaches the threshold; ""."""
+    if s.warn_from is None:
+        return ""
+    value = getattr(cfg, s.name)
+    threshold, text = s.warn_from
+    try:
+        return text if value >= threshold else ""
+    except TypeError:  # a wrong type; validate() reports it
+        return ""
 
 
 def without_ignored(cfg: Config) -> Config:
@@ -670,6 +705,17 @@ def check_drop_needs_the_cache(cfg: Config) -> list[Problem]:
                     "--cache-auto), or set --drop-cold-experts 0")]
 
 
+def check_substitute_needs_the_cache(cfg: Config) -> list[Problem]:
+    if (not _sound(cfg, "expert_substitute") or cfg.expert_substitute == 0
+            or _lru_cache_on(cfg)):
+        return []
+    where = "expert streaming is off" if not cfg.moe_stream else "the expert cache is off"
+    return [Problem("expert_substitute", f"expert_substitute={cfg.expert_substitute:g} prefers "
+                    f"experts already in the expert cache, but {where}, so there is nothing to "
+                    "prefer. Stream with a cache (--moe-stream with --cache-mb N or "
+                    "--cache-auto), or set --expert-substitute 0")]
+
+
 def check_draft_source(cfg: Config) -> list[Problem]:
     out = []
     if cfg.spec == "draft" and not cfg.spec_draft_model:
@@ -685,7 +731,8 @@ def check_draft_source(cfg: Config) -> list[Problem]:
 
 
 RULES: list[Rule] = [check_types, check_ranges, check_ubatch_fits_context, check_reply_fits_context,
-                     check_one_cache_size, check_drop_needs_the_cache, check_draft_source]
+                     check_one_cache_size, check_drop_needs_the_cache,
+                     check_substitute_needs_the_cache, check_draft_source]
 
 
 def validate(cfg: Config) -> list[Problem]:

@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 // Bumped whenever an exported signature or struct changes; the Python binding refuses a mismatch.
-#define WB_ABI_VERSION 5
+#define WB_ABI_VERSION 6
 
 struct llama_context;
 struct ggml_tensor;
@@ -80,6 +80,14 @@ struct wb_streamer_params {
     int32_t debug_flags;         // tests only: 1 = poison unloaded slices (0xFF), 2 = no repoint,
                                  // 4 = learn a terminal weight node that never appears,
                                  // 8 = the top slot may drop too (the pin's control)
+    // Cache-aware substitution: before a load, each resident expert's score is raised by
+    // substitute_margin x (max - min of the token's scores) and the top-k taken again. 0 = off;
+    // needs the cache. Decode only unless substitute_prefill.
+    float substitute_margin;
+    int32_t substitute_prefill;
+    // With trace: also record each routed token's full score row (n_expert floats, in the space
+    // substitution reads them: log probabilities for a softmax router), before substitution.
+    int32_t trace_scores;
 };
 
 // Monotonic counters (except the *_now and demand fields). Times in ns, sizes in bytes.
@@ -107,6 +115,10 @@ struct wb_stream_counters {
     // with the route replay): both count decode only, while dropping is on.
     double decode_dropped_weight;  // router weight of the slots dropped while decoding
     double decode_weight;          // router weight of every decode routing, examined or not
+    // Substitution (while its margin is > 0): slots of the rows it examined (k per row), and the
+    // experts it brought into a row's set in place of the router's (a reorder counts 0).
+    uint64_t experts_reranked;
+    uint64_t experts_substituted;
 };
 
 // The routing of one layer load (one topk node), as take_routes returns it. Its slots follow in
@@ -117,6 +129,7 @@ struct wb_route_load {
     int32_t n_tokens;
     int32_t k;         // effective top-k
     int32_t first_step;  // context position of the first token routed; -1 if unattributable
+    int32_t n_scores;    // score values per token recorded for this load (n_expert, or 0)
 };
 
 WB_API struct wb_streamer * wb_streamer_new(const char * const * paths, int32_t n_paths,
@@ -153,6 +166,11 @@ WB_API int32_t wb_streamer_routes_pending(const struct wb_streamer * s, uint64_t
 WB_API int32_t wb_streamer_take_routes(struct wb_streamer * s, struct wb_route_load * loads,
                                        uint64_t max_loads, int32_t * experts, float * weights,
                                        int8_t * residency, uint8_t * dropped, uint64_t max_slots);
+// Score rows recorded since the last take (needs trace and trace_scores): n_tokens x n_scores
+// floats per load, in the order of the route records (NaN rows where the scores could not be
+// read). take copies them out and clears them; out must hold what pending said.
+WB_API int32_t wb_streamer_route_scores_pending(const struct wb_streamer * s, uint64_t * n);
+WB_API int32_t wb_streamer_take_route_scores(struct wb_streamer * s, float * out, uint64_t max);
 // The drop rule on one token row of k slots, exactly as the eval callback applies it (for tests):
 // edits w and ids in place and marks dropped[j]. Returns the slots dropped; the row's dropped
 // and total router weight (before renormalisation) go to the out-parameters. pin_top 0 is the
@@ -160,6 +178,15 @@ WB_API int32_t wb_streamer_take_routes(struct wb_streamer * s, struct wb_route_l
 WB_API int32_t wb_drop_row(int64_t k, float * w, int32_t * ids, const uint8_t * resident,
                            float frac, int32_t renorm, int32_t pin_top, uint8_t * dropped,
                            double * dropped_weight, double * total_weight);
+// The substitution rule on one token row, exactly as the eval callback applies it (for tests):
+// scores (n_expert floats, in the space the margin applies to), resident flags, the router's k
+// ids (rewritten only when the set changes). Returns the experts substituted, or -1.
+WB_API int32_t wb_substitute_row(int64_t n_expert, const float * scores, const uint8_t * resident,
+                                 float margin, int64_t k, int32_t * ids);
+// Per (layer, expert): how many times substitution brought that expert into a row's set
+// (cumulative, since activation). Row-major [n_layer][n_expert]; returns 0 or -1.
+WB_API int32_t wb_streamer_substituted_map(const struct wb_streamer * s, int32_t n_layer,
+                                           int32_t n_expert, uint32_t * out);
 // Experts of each layer the streamer manages, by layer index (0 = dense or not captured), into
 // out[0..cap); returns the number of layers (the last MoE layer + 1), or -1.
 WB_API int32_t wb_streamer_layer_experts(const struct wb_streamer * s, int64_t * out, int32_t cap);

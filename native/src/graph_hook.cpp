@@ -12,6 +12,16 @@
 // prefill: so every generated token may drop, the first of a turn included, and recording routes
 // never changes what is dropped. A learned terminal that fails to appear is caught at the layer's first expert
 // matmul, asked before it runs: the layer loads there, undropped, and the terminal is forgotten.
+//
+// Substitution (substitute_margin > 0, with the cache) runs at the topk node, before anything
+// else sees the routing: the scores are the tensor the argsort sorted (the topk node is a view of
+// the argsort, whose source that is; never the gate input, whose buffer a softmax computed in
+// place may already have overwritten), read in log space when that tensor is a softmax's output.
+// A row whose set changes gets its new ids written into the topk tensor, so the weights the graph
+// gathers next are the router's own for the experts that run, and the drop rule, the route record
+// and the load all see the routing that will execute.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -21,6 +31,7 @@
 #include "node_names.h"
 #include "pages.h"
 #include "streamer.h"
+#include "substitute_policy.h"
 
 namespace wb {
 
@@ -38,6 +49,87 @@ void Streamer::capture_node(ggml_tensor * t) {
 
 bool Streamer::drop_armed() const {
     return params_.drop_frac > 0.0f && cache_.lru() && (phase_ == 1 || params_.drop_prefill != 0);
+}
+
+bool Streamer::substitute_armed() const {
+    return params_.substitute_margin > 0.0f && cache_.lru() &&
+           (phase_ == 1 || params_.substitute_prefill != 0);
+}
+
+namespace {
+
+// The tensor the topk node's argsort sorted, or null when the routing is not an argsort of scores
+// (a token-id table's lookup) or not laid out as [n_expert, >= n_tokens] F32 rows.
+const ggml_tensor * sorted_scores(const ggml_tensor * topk, int64_t n_expert, int64_t n_tokens) {
+    const ggml_tensor * sort = topk->view_src != nullptr ? topk->view_src : topk->src[0];
+    if (sort == nullptr || sort->op != GGML_OP_ARGSORT) return nullptr;
+    const ggml_tensor * scores = sort->src[0];
+    if (scores == nullptr || scores->type != GGML_TYPE_F32 || scores->ne[0] != n_expert ||
+        scores->ne[1] < n_tokens || scores->data == nullptr) {
+        return nullptr;
+    }
+    return scores;
+}
+
+bool is_softmax(const ggml_tensor * t) {
+    while (t->view_src != nullptr) t = t->view_src;
+    return t->op == GGML_OP_SOFT_MAX;
+}
+
+}  // namespace
+
+bool Streamer::score_row(const ggml_tensor * topk, int64_t n_expert, int64_t n_tokens, int64_t tok) {
+    const ggml_tensor * scores = sorted_scores(topk, n_expert, n_tokens);
+    if (scores == nullptr) return false;
+    const bool log_space = is_softmax(scores);
+    score_row_.resize(static_cast<size_t>(n_expert));
+    const auto * sbase = static_cast<const uint8_t *>(scores->data);
+    for (int64_t e = 0; e < n_expert; ++e) {
+        const float v = *reinterpret_cast<const float *>(sbase + e * scores->nb[0] + tok * scores->nb[1]);
+        score_row_[static_cast<size_t>(e)] = log_space ? std::log(v) : v;
+    }
+    return true;
+}
+
+void Streamer::substitute(int il, ggml_tensor * topk, int64_t k, int64_t n_tokens) {
+    const Layer & layer = *cache_.layer(il);
+    const int64_t n_expert = layer.n_expert;
+    if (sorted_scores(topk, n_expert, n_tokens) == nullptr) return;
+    layer_resident_.resize(static_cast<size_t>(n_expert));
+    for (int64_t e = 0; e < n_expert; ++e) {
+        layer_resident_[static_cast<size_t>(e)] = cache_.resident(il, e) ? 1 : 0;
+    }
+    if (substituted_in_.size() <= static_cast<size_t>(il)) substituted_in_.resize(static_cast<size_t>(il) + 1);
+    auto & brought = substituted_in_[static_cast<size_t>(il)];
+    brought.resize(static_cast<size_t>(n_expert), 0);
+    auto * ibase = static_cast<uint8_t *>(topk->data);
+    for (int64_t tok = 0; tok < n_tokens; ++tok) {
+        score_row(topk, n_expert, n_tokens, tok);
+        int32_t * ids = ids_flat_.data() + tok * k;
+        router_row_.assign(ids, ids + k);
+        const SubstituteRowResult r = substitute_row(n_expert, score_row_.data(), sizeof(float),
+                                                     layer_resident_.data(),
+                                                     params_.substitute_margin, k, ids, order_);
+        c_.experts_reranked += static_cast<uint64_t>(k);
+        if (r.substituted == 0) continue;
+        c_.experts_substituted += static_cast<uint64_t>(r.substituted);
+        for (int64_t j = 0; j < k; ++j) {
+            *reinterpret_cast<int32_t *>(ibase + j * topk->nb[0] + tok * topk->nb[1]) = ids[j];
+            if (std::find(router_row_.begin(), router_row_.end(), ids[j]) == router_row_.end()) {
+                ++brought[static_cast<size_t>(ids[j])];
+            }
+        }
+    }
+}
+
+void Streamer::substituted_map(int32_t n_layer, int32_t n_expert, uint32_t * out) const {
+    std::fill(out, out + static_cast<size_t>(n_layer) * static_cast<size_t>(n_expert), 0u);
+    for (size_t il = 0; il < substituted_in_.size() && il < static_cast<size_t>(n_layer); ++il) {
+        const auto & row = substituted_in_[il];
+        for (size_t e = 0; e < row.size() && e < static_cast<size_t>(n_expert); ++e) {
+            out[il * static_cast<size_t>(n_expert) + e] = row[e];
+        }
+    }
 }
 
 bool Streamer::eval(ggml_tensor * t, bool ask) {
@@ -107,13 +199,28 @@ void Streamer::on_topk(int il, ggml_tensor * topk) {
         for (int64_t j = 0; j < k; ++j) {
             const int32_t e = *reinterpret_cast<const int32_t *>(base + j * topk->nb[0] + tok * topk->nb[1]);
             if (e < 0 || e >= layer.n_expert) throw std::runtime_error("router chose an expert out of range");
-            const size_t slot = static_cast<size_t>(tok * k + j);
-            ids_flat_[slot] = e;
-            // Residency before the load: what the drop rule and the route record see.
-            resident_flat_[slot] = want_weights && cache_.resident(il, e) ? 1 : 0;
-            ++c_.routed;
-            cache_.note_routed(il, e);
+            ids_flat_[static_cast<size_t>(tok * k + j)] = e;
         }
+    }
+    int32_t n_scores = 0;
+    if (trace_scores_) {  // the router's own scores, before substitution changes anything
+        n_scores = static_cast<int32_t>(layer.n_expert);
+        for (int64_t tok = 0; tok < n_tokens; ++tok) {
+            if (score_row(topk, layer.n_expert, n_tokens, tok)) {
+                route_scores_.insert(route_scores_.end(), score_row_.begin(), score_row_.end());
+            } else {
+                route_scores_.insert(route_scores_.end(), static_cast<size_t>(layer.n_expert),
+                                     std::numeric_limits<float>::quiet_NaN());
+            }
+        }
+    }
+    if (substitute_armed()) substitute(il, topk, k, n_tokens);
+    for (size_t slot = 0; slot < ids_flat_.size(); ++slot) {
+        const int32_t e = ids_flat_[slot];
+        // Residency before the load: what the drop rule and the route record see.
+        resident_flat_[slot] = want_weights && cache_.resident(il, e) ? 1 : 0;
+        ++c_.routed;
+        cache_.note_routed(il, e);
     }
     if (params_.drop_frac > 0.0f) c_.experts_routed += static_cast<uint64_t>(k * n_tokens);
     pending_ = Pending{};
@@ -121,7 +228,8 @@ void Streamer::on_topk(int il, ggml_tensor * topk) {
     if (trace_) {
         pending_.route = static_cast<int64_t>(route_loads_.size());
         pending_.route_slot0 = route_experts_.size();
-        route_loads_.push_back({il, phase_, static_cast<int32_t>(n_tokens), static_cast<int32_t>(k), step});
+        route_loads_.push_back({il, phase_, static_cast<int32_t>(n_tokens), static_cast<int32_t>(k), step,
+                                n_scores});
         route_experts_.insert(route_experts_.end(), ids_flat_.begin(), ids_flat_.end());
         route_weights_.insert(route_weights_.end(), ids_flat_.size(),
                               std::numeric_limits<float>::quiet_NaN());

@@ -14,7 +14,15 @@ Streamer::Streamer(const std::vector<std::string> & paths, const wb_streamer_par
         throw std::invalid_argument("dropping cold experts needs the expert cache: without one "
                                     "every expert is a miss and dropping is a plain weight cut");
     }
+    if (!(params.substitute_margin >= 0.0f && params.substitute_margin <= 1.0f)) {
+        throw std::invalid_argument("substitute_margin must be between 0 and 1");
+    }
+    if (params.substitute_margin > 0.0f && params.cache_budget_bytes < 0) {
+        throw std::invalid_argument("substitution prefers cached experts: it needs the expert "
+                                    "cache");
+    }
     trace_ = params.trace != 0;
+    trace_scores_ = trace_ && params.trace_scores != 0;
     c_.o_direct = files_->direct() ? 1 : 0;
     c_.lanes = files_->lanes();
 }
@@ -55,6 +63,14 @@ void Streamer::take_routes(wb_route_load * loads, uint64_t max_loads, int32_t * 
     route_residency_.clear();
     route_dropped_.clear();
     pending_.route = -1;  // an open layer's record went with this batch
+}
+
+void Streamer::take_route_scores(float * out, uint64_t max) {
+    if (max < route_scores_.size()) {
+        throw std::invalid_argument("the score buffer is smaller than the scores pending");
+    }
+    std::memcpy(out, route_scores_.data(), route_scores_.size() * sizeof(float));
+    route_scores_.clear();
 }
 
 }  // namespace wb

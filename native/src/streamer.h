@@ -66,11 +66,14 @@ public:
     void routes_pending(uint64_t * n_loads, uint64_t * n_slots) const;
     void take_routes(wb_route_load * loads, uint64_t max_loads, int32_t * experts, float * weights,
                      int8_t * residency, uint8_t * dropped, uint64_t max_slots);
+    uint64_t route_scores_pending() const { return route_scores_.size(); }
+    void take_route_scores(float * out, uint64_t max);
     size_t layer_experts(int64_t * out, size_t cap) const { return cache_.layer_experts(out, cap); }
     void expert_map(int32_t n_layer, int32_t n_expert, uint32_t * routed_out,
                     uint8_t * resident_out) const {
         cache_.expert_map(n_layer, n_expert, routed_out, resident_out);
     }
+    void substituted_map(int32_t n_layer, int32_t n_expert, uint32_t * out) const;
     void set_cache_policy(int32_t policy, int32_t guard) {
         cache_.set_policy(cache_policy_from(policy), guard != 0);
     }
@@ -97,6 +100,10 @@ private:
     void decide(const ggml_tensor * w, int64_t slot_stride, int64_t token_stride);
     void load_now(int il);
     bool drop_armed() const;
+    bool substitute_armed() const;
+    void substitute(int il, ggml_tensor * topk, int64_t k, int64_t n_tokens);
+    // One token's scores into score_row_ (log space for a softmax); false when unreadable.
+    bool score_row(const ggml_tensor * topk, int64_t n_expert, int64_t n_tokens, int64_t tok);
     void fail(const std::string & message);
 
     Mode mode_ = Mode::Idle;
@@ -134,6 +141,13 @@ private:
     std::vector<float> row_w_;
     std::vector<uint8_t> row_dropped_;
     std::vector<int64_t> ids_;          // distinct experts to load
+    // Substitution's scratch: the layer's residency (queried once per load), one row's scores in
+    // the margin's space, the sort order; and per layer, how often each expert was brought in.
+    std::vector<uint8_t> layer_resident_;
+    std::vector<float> score_row_;
+    std::vector<int32_t> order_;
+    std::vector<int32_t> router_row_;  // a row's ids as the router chose them
+    std::vector<std::vector<uint32_t>> substituted_in_;
     std::vector<uint8_t> seen_;
 
     wb_stream_counters c_{};
@@ -143,6 +157,8 @@ private:
     std::vector<float> route_weights_;
     std::vector<int8_t> route_residency_;
     std::vector<uint8_t> route_dropped_;
+    bool trace_scores_ = false;
+    std::vector<float> route_scores_;  // score rows (trace_scores), see wb_route_load.n_scores
     wb_abort_flag * abort_ = nullptr;
     std::string fatal_;
 };

@@ -6,6 +6,7 @@
 #include "drop_policy.h"
 #include "errors.h"
 #include "streamer.h"
+#include "substitute_policy.h"
 #include "workbench_native.h"
 
 struct wb_streamer {
@@ -86,6 +87,14 @@ int32_t wb_streamer_take_routes(wb_streamer * s, wb_route_load * loads, uint64_t
     });
 }
 
+int32_t wb_streamer_route_scores_pending(const wb_streamer * s, uint64_t * n) {
+    return wb::guarded([&] { *n = s->impl.route_scores_pending(); return 0; });
+}
+
+int32_t wb_streamer_take_route_scores(wb_streamer * s, float * out, uint64_t max) {
+    return wb::guarded([&] { s->impl.take_route_scores(out, max); return 0; });
+}
+
 int32_t wb_drop_row(int64_t k, float * w, int32_t * ids, const uint8_t * resident, float frac,
                     int32_t renorm, int32_t pin_top, uint8_t * dropped, double * dropped_weight,
                     double * total_weight) {
@@ -94,6 +103,26 @@ int32_t wb_drop_row(int64_t k, float * w, int32_t * ids, const uint8_t * residen
     *dropped_weight = r.dropped_weight;
     *total_weight = r.total_weight;
     return r.dropped;
+}
+
+int32_t wb_substitute_row(int64_t n_expert, const float * scores, const uint8_t * resident,
+                          float margin, int64_t k, int32_t * ids) {
+    return wb::guarded([&] {
+        if (n_expert <= 0 || k <= 0 || k > n_expert) throw std::invalid_argument("bad row shape");
+        std::vector<int32_t> order;
+        return wb::substitute_row(n_expert, scores, sizeof(float), resident, margin, k, ids, order)
+            .substituted;
+    });
+}
+
+int32_t wb_streamer_substituted_map(const wb_streamer * s, int32_t n_layer, int32_t n_expert,
+                                    uint32_t * out) {
+    return wb::guarded([&] {
+        if (n_layer < 0 || n_expert < 0) throw std::invalid_argument("negative map shape");
+        if (out == nullptr && static_cast<int64_t>(n_layer) * n_expert > 0) throw std::invalid_argument("no output buffer given");
+        s->impl.substituted_map(n_layer, n_expert, out);
+        return 0;
+    });
 }
 
 double wb_streamer_dense_resident_frac(const wb_streamer * s) {

@@ -28,6 +28,7 @@ class Recorder:
     started: list[Any] = field(default_factory=list)
     tokens: dict[str, int] = field(default_factory=dict)
     ended: list[tuple[Any, Any]] = field(default_factory=list)
+    picked: dict[str, list[int]] = field(default_factory=dict)  # token ids, per request
     threads: set[int] = field(default_factory=set)
 
     def request_started(self, request: Any) -> None:
@@ -36,6 +37,7 @@ class Recorder:
 
     def token(self, request: Any, event: Any) -> None:
         self.tokens[request.id] = self.tokens.get(request.id, 0) + 1
+        self.picked.setdefault(request.id, []).append(event.metrics.token_id)
 
     def request_ended(self, request: Any, result: Any) -> None:
         self.ended.append((request, result))

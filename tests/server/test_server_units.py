@@ -47,8 +47,16 @@ def test_a_chat_request_becomes_a_typed_call():
     ({"messages": USER, "stream": "yes"}, "stream"),
     ({"messages": USER, "n": 2}, "n"),
     ({"messages": USER, "tools": [{"type": "function"}]}, "tools"),
-    ({"messages": USER, "logprobs": True}, "logprobs"),
-    ({"messages": USER, "response_format": {"type": "json_object"}}, "response_format"),
+    ({"messages": USER, "logprobs": 1}, "logprobs"),
+    ({"messages": USER, "top_logprobs": 3}, "top_logprobs"),
+    ({"messages": USER, "logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    ({"messages": USER, "response_format": {"type": "xml"}}, "response_format.type"),
+    ({"messages": USER, "response_format": {"type": "json_schema"}},
+     "response_format.json_schema"),
+    ({"messages": USER, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "n", "schema": {"type": "object", "not": {"required": ["a"]}}}}},
+     "response_format.json_schema.schema"),
+    ({"messages": USER, "grammar": 5}, "grammar"),
     ({"messages": USER, "model": 7}, "model"),
 ])
 def test_a_bad_chat_field_is_a_400_that_names_it(body, param):

@@ -67,7 +67,8 @@ def test_attribute_names_are_the_engine_contract() -> None:
         "moe_stream", "cache_mb", "cache_auto", "cache_floor_mb", "cache_ceil_mb", "io_threads",
         "o_direct", "dense_weights", "lean_load", "cache_policy", "cache_guard",
         "cache_warm_start", "prefetch", "n_expert_used", "drop_cold_frac", "drop_renorm",
-        "drop_prefill", "kv_pool_mb", "kv_disk_mb", "spec", "spec_draft_max", "spec_draft_model"]
+        "drop_prefill", "expert_substitute", "expert_substitute_prefill", "kv_pool_mb",
+        "kv_disk_mb", "spec", "spec_draft_max", "spec_draft_model"]
 
 
 @pytest.mark.parametrize("s", SETTINGS, ids=lambda s: s.name)

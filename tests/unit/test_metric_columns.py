@@ -46,7 +46,8 @@ def test_upstream_columns_come_first_in_upstream_order() -> None:
     assert mc.COLUMNS[:29] == mc.UPSTREAM_COLUMNS
     assert (*mc.UPSTREAM_COLUMNS, *mc.EXTRA_COLUMNS) == mc.COLUMNS
     assert mc.EXTRA_COLUMNS == ("experts_routed", "experts_dropped", "drafted", "draft_len",
-                                "draft_kept", "token_id", "piece")
+                                "draft_kept", "experts_reranked", "experts_substituted",
+                                "token_id", "piece")
 
 
 def test_upstream_v1_columns_are_a_prefix_of_v2() -> None:
@@ -71,7 +72,8 @@ def test_declarations_read_consistently(c: mc.Column) -> None:
 def test_kinds_follow_formats() -> None:
     assert {c.name for c in mc.SPECS if c.kind == "int"} == {
         "step", "steps", "read_bytes", "majflt", "turn", "mtp_batch", "token_id",
-        "experts_routed", "experts_dropped", "drafted", "draft_len", "draft_kept"}
+        "experts_routed", "experts_dropped", "drafted", "draft_len", "draft_kept",
+        "experts_reranked", "experts_substituted"}
     assert [c.name for c in mc.FILE_SPECS if c.kind == "text"] == ["piece"]
 
 

@@ -150,8 +150,13 @@ def test_a_trace_reads_back_as_it_was_written(tmp_path):
                          "0,0,1,1,0,2,0.75,0,3,0", "0,0,1,1,1,1,0.125,1,0,1"]
     back = read_trace(path)
     assert back.meta == META
-    assert len(back.loads) == len(trace.loads)
-    for a, b in zip(trace.loads, back.loads, strict=True):
+    assert_same_loads(trace, back)
+
+
+def assert_same_loads(a_trace: RouteTrace, b_trace: RouteTrace) -> None:
+    """The two traces hold the same loads, field for field."""
+    assert len(b_trace.loads) == len(a_trace.loads)
+    for a, b in zip(a_trace.loads, b_trace.loads, strict=True):
         assert (a.turn, a.load.layer, a.load.phase, a.load.first_step) == (
             b.turn, b.load.layer, b.load.phase, b.load.first_step)
         for name in ("experts", "weights", "residency", "dropped"):

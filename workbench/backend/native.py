@@ -19,7 +19,7 @@ from pathlib import Path
 from workbench.backend import llama as llama_binding
 from workbench.paths import native_library_path
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 REBUILD_HINT = ("In a source checkout, run scripts/test or scripts/workbench once: set-up rebuilds "
                 "the native library; an installed package was built for another llama-cpp-python "
                 "build: reinstall both together (pip install --force-reinstall workbench).")
@@ -53,6 +53,9 @@ class WbStreamerParams(ctypes.Structure):
         ("drop_renorm", ctypes.c_int32),
         ("drop_prefill", ctypes.c_int32),
         ("debug_flags", ctypes.c_int32),
+        ("substitute_margin", ctypes.c_float),
+        ("substitute_prefill", ctypes.c_int32),
+        ("trace_scores", ctypes.c_int32),
     ]
 
 
@@ -67,14 +70,15 @@ class WbStreamCounters(ctypes.Structure):
             "layer_demand", "resizes", "experts_routed", "experts_dropped",
         )
     ] + [("o_direct", ctypes.c_int32), ("lanes", ctypes.c_int32),
-         ("decode_dropped_weight", ctypes.c_double), ("decode_weight", ctypes.c_double)]
+         ("decode_dropped_weight", ctypes.c_double), ("decode_weight", ctypes.c_double),
+         ("experts_reranked", ctypes.c_uint64), ("experts_substituted", ctypes.c_uint64)]
 
 
 class WbRouteLoad(ctypes.Structure):
     """Mirror of `struct wb_route_load`."""
 
     _fields_ = [(name, ctypes.c_int32)
-                for name in ("layer", "phase", "n_tokens", "k", "first_step")]
+                for name in ("layer", "phase", "n_tokens", "k", "first_step", "n_scores")]
 
 
 class WbCacheStats(ctypes.Structure):
@@ -155,10 +159,16 @@ def _bind(lib: ctypes.CDLL) -> None:
         "wb_streamer_take_routes": (
             [c.c_void_p, c.POINTER(WbRouteLoad), c.c_uint64, c.c_void_p, c.c_void_p, c.c_void_p,
              c.c_void_p, c.c_uint64], c.c_int32),
+        "wb_streamer_route_scores_pending": ([c.c_void_p, c.POINTER(c.c_uint64)], c.c_int32),
+        "wb_streamer_take_route_scores": ([c.c_void_p, c.c_void_p, c.c_uint64], c.c_int32),
         "wb_streamer_dense_resident_frac": ([c.c_void_p], c.c_double),
         "wb_drop_row": ([c.c_int64, c.c_void_p, c.c_void_p, c.c_void_p, c.c_float, c.c_int32,
                          c.c_int32, c.c_void_p, c.POINTER(c.c_double), c.POINTER(c.c_double)],
                         c.c_int32),
+        "wb_substitute_row": ([c.c_int64, c.c_void_p, c.c_void_p, c.c_float, c.c_int64,
+                               c.c_void_p], c.c_int32),
+        "wb_streamer_substituted_map": ([c.c_void_p, c.c_int32, c.c_int32, c.c_void_p],
+                                        c.c_int32),
         "wb_streamer_counters": ([c.c_void_p, c.POINTER(WbStreamCounters)], None),
         "wb_streamer_layer_experts": ([c.c_void_p, c.POINTER(c.c_int64), c.c_int32], c.c_int32),
         "wb_streamer_expert_map": ([c.c_void_p, c.c_int32, c.c_int32, c.c_void_p, c.c_void_p],

@@ -69,11 +69,15 @@ def run_replay(args: argparse.Namespace) -> int:
         print(f"the engine started warm ({len(meta.preloaded)} experts preloaded): every "
               "replay below starts from the same entries")
     print(format_report(report, trace.meta.model, meta.cache_budget_bytes,
-                        turns=len({t.turn for t in trace.loads})))
+                        turns=len({t.turn for t in trace.loads}),
+                        budget_recorded=meta.budget_recorded))
     recorded = recorded_hit_pct(loads)
     if recorded >= 0:
+        at = (f"at {meta.cache_budget_bytes / MIB:.1f} MiB" if meta.budget_recorded else
+              "at a budget the trace does not record (an upstream trace: pass that budget "
+              "to --cache-mb to compare)")
         print(f"\nthe engine recorded {recorded:.1f} % hits in this trace (its residency "
-              f"column) at {meta.cache_budget_bytes / MIB:.1f} MiB")
+              f"column) {at}")
     if args.plot:
         from workbench.ui.cache_sizing import curves_from_report
         from workbench.ui.qt_replay_plot import write_curves_png
@@ -102,12 +106,16 @@ def _what_if(w: WhatIf) -> str:
             f"slots dropped {_pct(w.slots_dropped_pct)} %")
 
 
-def format_report(report: ReplayReport, model: str, recorded_budget: int, turns: int) -> str:
+def format_report(report: ReplayReport, model: str, recorded_budget: int, turns: int,
+                  budget_recorded: bool = True) -> str:
+    if not budget_recorded:
+        budget = "not recorded (upstream trace)"
+    else:
+        budget = f"{recorded_budget / MIB:.1f} MiB" if recorded_budget >= 0 else "none (no cache)"
     lines = [
         f"{model}: {turns} turn(s), {report.decode_tokens} generated tokens, top-k "
         f"{report.n_expert_used}; every expert {report.total_expert_bytes / MIB:.1f} MiB; "
-        "recorded budget " + (f"{recorded_budget / MIB:.1f} MiB" if recorded_budget >= 0
-                              else "none (no cache)"),
+        f"recorded budget {budget}",
         f"cliff: one generated token routes {_mib(report.token_demand_bytes / MIB)} MiB of "
         "experts; an LRU smaller than that hits almost never",
         "",

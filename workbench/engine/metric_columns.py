@@ -140,6 +140,14 @@ SPECS: tuple[Column, ...] = (
     Column("draft_kept", _INT, "tokens", "loop",
            "of those, tokens verification kept (placed as `draft_len`): `mtp_batch − 1`",
            upstream=False, note="-1 while speculation is off"),
+    Column("experts_reranked", _INT, "count", "streamer",
+           "slots (token × top-k, every layer) whose routing substitution examined in this "
+           "decode: resident experts' scores raised by `expert_substitute × (max − min)`, the "
+           "top-k taken again", upstream=False, note="-1 while substitution is off"),
+    Column("experts_substituted", _INT, "count", "streamer",
+           "of those, experts substitution brought into a token's set in place of the router's "
+           "(a cached expert for an uncached one; a reorder counts 0)", upstream=False,
+           note="-1 while substitution is off"),
     Column("token_id", _INT, "id", "loop", "vocabulary id of the token", upstream=False),
     Column("piece", _TEXT, "text", "loop", "the token's text, escaped as below", upstream=False),
     # In the record only: the parsed answer and reasoning so far, which the window shows.

@@ -50,6 +50,9 @@ class TokenMetrics:
     dense_resident_frac: float = UNMEASURED
     experts_routed: int = -1  # while dropping is on: slots routed / dropped this decode
     experts_dropped: int = -1
+    # While substitution is on: slots of the rows it examined / experts it brought in.
+    experts_reranked: int = -1
+    experts_substituted: int = -1
     # Speculative decoding (engine/spec): tokens confirmed by this row's decode, its drafting
     # time, and what was drafted and kept; -1 while speculation is off.
     mtp_batch: int = 1
@@ -106,6 +109,8 @@ class RunSummary:
     layer_demand_mib: float = UNMEASURED
     experts_routed: int = -1
     experts_dropped: int = -1
+    experts_reranked: int = -1  # while substitution is on (the upstream engine's names)
+    experts_substituted: int = -1
     drop_weight_pct: float = UNMEASURED  # weight dropped, % of the router's whole decode weight
     # How the prompt was served: "fresh" (all prefilled), "memory" (the KV in the context or
     # restored from the pool), "disk" (restored from a spill file); the restore's time, which
@@ -125,6 +130,9 @@ class RunSummary:
     spec_drafted: int = -1  # tokens drafted
     spec_accepted: int = -1  # of those, kept
     spec_draft_seconds: float = UNMEASURED  # drafting time (inside the loop overhead)
+    # A grammar's time over the turn (engine/constrain.py): its mask and accept per token,
+    # outside the decode bracket (inside the loop overhead); -1 when no grammar ran.
+    grammar_seconds: float = UNMEASURED
 
     @property
     def s_per_token(self) -> float:

@@ -56,6 +56,7 @@ _SETTING_NAMES: dict[str, tuple[str, ...]] = {
     "io_threads": ("io_threads", "n_io_threads"),
     "prefetch": ("prefetch", "prefetch_layers"),
     "drop_cold_frac": ("drop_cold_frac", "drop_cold_experts"),
+    "substitute_lambda": ("expert_substitute",),
     "temp": ("temp", "temperature"),
     "spec_draft_max": ("spec_draft_max", "draft_max"),
 }
@@ -83,6 +84,7 @@ _STREAM_KEYS: tuple[tuple[str, object, bool], ...] = (
     ("drop_cold_frac", 0.0, False),
     ("drop_renorm", 1, True),
     ("drop_prefill", 0, True),
+    ("substitute_lambda", 0.0, False),  # upstream 0.21+ appends it: the substitution margin
 )
 
 # Sampling line: (key, upstream default). We have no speculative decoding, so spec stays "off".

@@ -126,7 +126,7 @@ class ModelParts:
 
 def load_parts(config: Config, facts: ModelFacts, path: Path,
                progress: Callable[[float], bool] | None = None,
-               routes: tuple[bool, int | None] = (False, None),
+               routes: tuple[bool, int | None, bool] = (False, None, False),
                warm_dir: Path | None = None) -> ModelParts:
     """Every part `config` asks for; on any failure the parts made so far are freed."""
     parts = ModelParts()
@@ -139,13 +139,14 @@ def load_parts(config: Config, facts: ModelFacts, path: Path,
 
 
 def _load(parts: ModelParts, cfg: Config, facts: ModelFacts, path: Path,
-          progress: Callable[[float], bool] | None, routes: tuple[bool, int | None],
+          progress: Callable[[float], bool] | None, routes: tuple[bool, int | None, bool],
           warm_dir: Path | None) -> None:
     overrides = expert_override(cfg, facts)
     if cfg.moe_stream:
         try:
             parts.streaming = StreamingRuntime(cfg, facts, record_routes=routes[0],
-                                               max_route_loads=routes[1], warm_dir=warm_dir)
+                                               max_route_loads=routes[1], warm_dir=warm_dir,
+                                               record_scores=routes[2])
         except (NotStreamableError, StreamerError) as exc:
             raise SessionError(str(exc)) from exc
     streaming = parts.streaming

@@ -7,9 +7,11 @@ from enum import StrEnum
 
 import numpy as np
 
+from workbench.engine.constrain import Decoding
 from workbench.engine.images import ImageInput
 from workbench.engine.metrics import RunSummary, TokenMetrics
 from workbench.engine.prompt import Message
+from workbench.engine.token_choice import TokenChoice
 from workbench.engine.turn_settings import TurnSettings
 
 
@@ -80,6 +82,9 @@ class GenerateRequest:
     # The turn ends, as at the model's own end (StopReason.EOS), once the generated text
     # contains one of these; the text keeps it (the caller trims it).
     stop: tuple[str, ...] = ()
+    # A grammar the answer must match and the log-probabilities to report (engine/constrain.py).
+    # None: free text, no log-probabilities.
+    decoding: Decoding | None = None
 
     def turn_settings(self, defaults: TurnSettings) -> TurnSettings:
         """What this turn runs with: its settings (else `defaults`), its overrides applied."""
@@ -111,6 +116,9 @@ class ExpertActivity:
     # under the token-cycle guard, 3 read ahead and not yet used); None where unknown.
     holds: np.ndarray | None = None
     policy: str = ""  # the cache's eviction policy ("" without a cache)
+    # Experts substitution brought into a token's set since the previous event, per cell (uint32);
+    # None while substitution is off.
+    substituted: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +130,7 @@ class TokenEvent:
     reasoning_delta: str
     reset: bool  # earlier text was reclassified: replace with metrics.text / metrics.reasoning
     expert_map: ExpertActivity | None = None  # None unless the session streams experts
+    choice: TokenChoice | None = None  # its log-probabilities, when the turn asked for them
 
 
 @dataclass(slots=True)

@@ -15,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from workbench.backend.grammar import GrammarError
 from workbench.config import Config, signature, validate
 from workbench.engine.chat.history import assistant_history_message
 from workbench.engine.chat.reasoning import ContinueError
 from workbench.engine.chat.think import ThinkControl
+from workbench.engine.constrain import TurnPicks
 from workbench.engine.conversation_memory import ConversationMemory
 from workbench.engine.engine_thread import ThreadOwner, WrongThreadError
 from workbench.engine.images import (
@@ -101,6 +103,7 @@ class Session:
         record_routes: bool = False,
         max_route_loads: int | None = None,
         warm_dir: Path | None = None,
+        record_route_scores: bool = False,
     ) -> Session:
         """Validate, load the model and create the context. Raises SessionError.
 
@@ -109,7 +112,7 @@ class Session:
         `record_routes` keeps every turn's routing as RouteLoads (`streaming.routes`; the last
         `max_route_loads` layer loads, None: all) for route traces, the cache-sizing view, the
         benches and the gates. It drains the streamer's records after each decode, so read them
-        there, not with `ExpertStreamer.take_routes()`.
+        there. `record_route_scores` also keeps each load's score row (`RouteLoad.scores`).
         `warm_dir` keeps each streamed model's routing frequencies for the expert cache's warm
         start (`engine/warm_start.py`; None: no warm start, nothing saved).
         """
@@ -120,8 +123,8 @@ class Session:
         self.facts = facts
         self.config = config.replace(model=str(path))
         try:
-            self._p = parts = load_parts(self.config, facts, path, progress,
-                                         (record_routes, max_route_loads), warm_dir)
+            routes = (record_routes, max_route_loads, record_route_scores)
+            self._p = parts = load_parts(self.config, facts, path, progress, routes, warm_dir)
         except BaseException:
             self._memory.close()
             raise
@@ -140,13 +143,9 @@ class Session:
         return self
 
     def close(self) -> None:
-        """Free everything, in order: sampler, context, streamer, abort flag, model. Idempotent.
-
-        The streamer goes after the context (which calls into it) and before the model (whose
-        tensors it rebound and now restores). Only the opening thread may close: from any other
-        it raises WrongThreadError and frees nothing (a generation may be running there; cancel()
-        it, then close on the session's thread). Conversations' KV states go to the disk spill
-        first, so a restart restores them."""
+        """Free everything, idempotently, in model_load.ModelParts.close's order, after the
+        conversations' KV states went to the disk spill (a restart restores them). Only the
+        opening thread may close: from another it raises WrongThreadError and frees nothing."""
         self._thread.check("close")
         self.cancel()
         with self._busy:
@@ -172,9 +171,8 @@ class Session:
         return self._thread.ident
 
     def take_thread(self) -> None:
-        """Make the calling thread this session's engine thread. Only bench stream's threads arm
-        uses it, to measure the split arrangement (open on one thread, generate on another) on
-        purpose; every entry point opens, generates and closes on one thread."""
+        """Make the calling thread the engine thread (only bench stream's threads arm, to measure
+        the split arrangement on purpose; every entry point uses one thread throughout)."""
         self._thread.take()
 
     # ---- state and settings -----------------------------------------------------------------
@@ -194,8 +192,7 @@ class Session:
 
     @property
     def kv_cells(self) -> int:
-        """KV cells the context uses now: its tokens, plus the embeddings M-RoPE images have
-        beyond their positions (what the context gauge shows against n_ctx)."""
+        """KV cells in use: tokens plus M-RoPE images' extra embeddings (the context gauge)."""
         if self._p.kv is None:
             return 0
         extra = self._p.prompts.extra_cells if self._p.prompts is not None else {}
@@ -256,8 +253,8 @@ class Session:
     # ---- generation -------------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Stop the current generation within one decode step, or the next one if none runs
-        yet (a stop pressed as an answer starts). Safe from any thread."""
+        """Stop the current generation within one decode step (or the next, if none runs yet).
+        Safe from any thread."""
         self._cancel.set()
         if self._p.abort is not None:
             self._p.abort.set()
@@ -268,6 +265,7 @@ class Session:
         on_token: OnToken | None = None,
         on_prefill: OnPrefill | None = None,
     ) -> GenerateResult:
+        """One turn, as `request` states it."""
         self._thread.check("generate")
         with self._busy:
             try:
@@ -283,7 +281,7 @@ class Session:
                     self._p.abort.clear()
 
     def _generate(
-        self, request: GenerateRequest, on_token: OnToken | None, on_prefill: OnPrefill | None
+        self, request: GenerateRequest, on_token: OnToken | None, on_prefill: OnPrefill | None,
     ) -> GenerateResult:
         if self._p.kv is None or self._p.prompts is None:
             return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
@@ -334,7 +332,7 @@ class Session:
     def _run(self, request: GenerateRequest, settings: TurnSettings, prompt: Prompt,
              n_predict: int, started_ns: int, on_token: OnToken | None,
              on_prefill: OnPrefill | None) -> GenerateResult:
-        assert self._p.kv is not None
+        assert self._p.kv is not None and self._p.model is not None and self._p.ctx is not None
         # KV cells, not positions: an image on an M-RoPE model takes more of the first.
         if prompt.kv_cells + n_predict > self.n_ctx:
             return rejected(
@@ -359,12 +357,21 @@ class Session:
             turn.images = ImageTurnStats.zero()
             turn.images.n_images = len(prompt.images)
         self._chain.for_turn(settings)
-        assert self._p.model is not None
+        try:
+            picks = TurnPicks.for_turn(self._p.model, self._p.ctx, settings, request.decoding)
+        except GrammarError as exc:
+            return rejected(f"{exc}. Nothing was generated.")
         speculator, spec_note = speculator_for(
             settings.spec, settings.spec_draft_max, self._chain.current is not None,
-            self._p.drafter, self._p.model.is_eog)
-        result = self._turn_loop(speculator, spec_note).run(turn, on_token, on_prefill)
-        if spec_note.startswith("off:"):
+            self._p.drafter, self._p.model.is_eog, picks.spec_off_reason if picks else "")
+        try:
+            result = self._turn_loop(speculator, spec_note, picks).run(turn, on_token, on_prefill)
+            if picks is not None and result.summary is not None:
+                picks.fill_summary(result.summary)
+        finally:
+            if picks is not None:
+                picks.close()
+        if spec_note.startswith("off:") and picks is None:
             result.notes.append(SPEC_GREEDY_ONLY)
         self.image_encodes += max(0, turn.images.n_encoded)
         if result.ok and not result.stopped:
@@ -378,15 +385,17 @@ class Session:
         self._turn_index += 1
         return result
 
-    def _turn_loop(self, speculator: Speculator | None = None, spec_note: str = "off"
-                   ) -> TurnLoop:
+    def _turn_loop(self, speculator: Speculator | None = None, spec_note: str = "off",
+                   picks: TurnPicks | None = None) -> TurnLoop:
         assert self._p.model and self._p.ctx and self._p.kv and self._p.abort
         return TurnLoop(TurnParts(
             model=self._p.model, ctx=self._p.ctx, kv=self._p.kv, abort=self._p.abort,
             cancel=self._cancel, memory=self._memory, load_seconds=self.load_seconds,
-            pick_token=self._pick_token, streaming=self._p.streaming, sink=self._sink,
+            pick_token=self._pick_token if picks is None else picks.pick_token,
+            streaming=self._p.streaming, sink=self._sink,
             projector=self._p.projector, pick_row=self._pick_row, speculator=speculator,
             spec_note=spec_note,
+            last_choice=(lambda: None) if picks is None else picks.last_choice,
         ))
 
     def _pick_row(self, row: int) -> int:

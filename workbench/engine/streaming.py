@@ -46,6 +46,7 @@ from workbench.moe.streamer import (
     ExpertStreamer,
     StreamCounters,
     StreamerError,
+    SubstitutePolicy,
 )
 
 DENSE_PROBE_EVERY = 8  # tokens between two dense-residency samples
@@ -81,7 +82,8 @@ class StreamingRuntime:
     """Owns the ExpertStreamer of one session and turns its counters into telemetry."""
 
     def __init__(self, config: Config, facts: ModelFacts, *, record_routes: bool = False,
-                 max_route_loads: int | None = None, warm_dir: Path | None = None) -> None:
+                 max_route_loads: int | None = None, warm_dir: Path | None = None,
+                 record_scores: bool = False) -> None:
         check_streamable(facts.arch, facts.n_expert, facts.path.name)
         self.facts = facts
         self.experts = expert_tensors(facts.path)
@@ -107,9 +109,17 @@ class StreamingRuntime:
         self.drop = DropPolicy(config.drop_cold_frac, config.drop_renorm, config.drop_prefill)
         if problem := drop_budget_problem(self.drop.frac, self.budget, self.token_demand_bytes):
             raise StreamerError(problem)
+        self.substitute = SubstitutePolicy(config.expert_substitute,
+                                           config.expert_substitute_prefill)
+        if self.substitute.margin > 0 and not self.budget.enabled:
+            raise StreamerError(
+                f"preferring cached experts (expert_substitute={self.substitute.margin:g}) needs "
+                f"the expert cache, but it is off ({self.budget.explanation}): set --cache-mb N "
+                "or --cache-auto, or --expert-substitute 0")
         self.streamer = ExpertStreamer(
             list(facts.shards), lanes=config.io_threads, o_direct=config.o_direct,
             budget_bytes=self.budget.bytes, trace=record_routes, drop=self.drop,
+            substitute=self.substitute, trace_scores=record_routes and record_scores,
         )
         self.cache_policy = config.cache_policy if self.budget.enabled else "lru"
         self.cache_guard = bool(config.cache_guard and self.budget.enabled)
@@ -133,6 +143,7 @@ class StreamingRuntime:
         self._last: StreamCounters | None = None
         self._gen_start: StreamCounters | None = None
         self._map_last: ExpertMapSnapshot | None = None  # baseline of the next activity delta
+        self._sub_last: np.ndarray | None = None  # the same for the substituted map
         self._moe_layers: np.ndarray | None = None
         self.failed = ""
 
@@ -252,6 +263,8 @@ class StreamingRuntime:
         self._last = self._gen_start = self.streamer.counters()
         # The map shows generated tokens only: the prompt's routings would swamp it.
         self._map_last = self._expert_map()
+        if self.substitute.margin > 0:
+            self._sub_last = self.streamer.substituted_map(*self._map_last.routed.shape)
 
     def fill(self, row: TokenMetrics) -> None:
         """Sets the streaming fields of a token's row from the counter deltas of its decode."""
@@ -275,6 +288,9 @@ class StreamingRuntime:
         if self.drop.frac > 0:
             row.experts_routed = now.experts_routed - last.experts_routed
             row.experts_dropped = now.experts_dropped - last.experts_dropped
+        if self.substitute.margin > 0:
+            row.experts_reranked = now.experts_reranked - last.experts_reranked
+            row.experts_substituted = now.experts_substituted - last.experts_substituted
         self._last = now
 
     def activity(self) -> ExpertActivity:
@@ -291,9 +307,16 @@ class StreamingRuntime:
             self._moe_layers = now.layer_experts > 0
         holds = (self.streamer.entry_states(*now.resident.shape) if self.budget.enabled
                  else None)
+        substituted = None
+        if self.substitute.margin > 0:
+            sub_now = self.streamer.substituted_map(*now.routed.shape)
+            sub_last = self._sub_last
+            substituted = (sub_now - sub_last if sub_last is not None
+                           and sub_last.shape == sub_now.shape else sub_now)
+            self._sub_last = sub_now
         return ExpertActivity(routed=routed, resident=now.resident, moe_layers=self._moe_layers,
                               holds=holds, policy=self.cache_policy if self.budget.enabled else "",
-                              cached=now.cached)
+                              cached=now.cached, substituted=substituted)
 
     def _expert_map(self) -> ExpertMapSnapshot:
         return self.streamer.expert_map(self.facts.n_layer, self.facts.n_expert)
@@ -317,6 +340,9 @@ class StreamingRuntime:
             total = end.decode_weight - start.decode_weight
             dropped = end.decode_dropped_weight - start.decode_dropped_weight
             summary.drop_weight_pct = 100.0 * dropped / total if total > 0 else UNMEASURED
+        if self.substitute.margin > 0:
+            summary.experts_reranked = end.experts_reranked - start.experts_reranked
+            summary.experts_substituted = end.experts_substituted - start.experts_substituted
         if self.budget.enabled:
             summary.cache_hit_pct = end.hit_pct
             summary.cache_resident_mib = end.resident_now / MIB

@@ -59,6 +59,11 @@ KEYS: tuple[SummaryKey, ...] = (
     SummaryKey("experts_routed", "%d", "experts_routed", "expert routings this turn"),
     SummaryKey("experts_dropped", "%d", "experts_dropped",
                "routings discarded by dropping this turn (-1 while dropping is off)"),
+    SummaryKey("experts_reranked", "%d", "experts_reranked",
+               "slots substitution examined this turn (-1 while substitution is off)"),
+    SummaryKey("experts_substituted", "%d", "experts_substituted",
+               "experts substitution brought into a token's set this turn, in place of the "
+               "router's (changed sets only; -1 while substitution is off)"),
     SummaryKey("loop_overhead_s/tok", _S_PER_TOKEN, "loop_overhead_s_per_token",
                "time between decodes per token, including the tail after the last token"),
     SummaryKey("evictions", "%d", "cache_evictions", "expert-cache evictions (session total)"),
@@ -112,6 +117,10 @@ KEYS: tuple[SummaryKey, ...] = (
                "`mtp_accepted / mtp_drafted × 100`; -1 when nothing was drafted", upstream=False),
     SummaryKey("tok/decode", "%.3f", "tokens_per_decode",
                "`tokens / mtp_decodes`: 1 without speculation", upstream=False),
+    SummaryKey("grammar_s", "%.4f", "grammar_seconds",
+               "a grammar's time this turn (structured output: its mask and accept per token, "
+               "inside `loop_overhead_s/tok`, never in the decode time); -1 without a grammar",
+               upstream=False),
 )
 
 BY_KEY: dict[str, SummaryKey] = {k.key: k for k in KEYS}

@@ -28,6 +28,7 @@ from workbench.engine.requests import GenerateResult, PrefillProgress, StopReaso
 from workbench.engine.sinks import Sink
 from workbench.engine.spec.speculator import Speculator, fill_spec_summary
 from workbench.engine.streaming import StreamingRuntime
+from workbench.engine.token_choice import TokenChoice
 from workbench.engine.token_row import token_row, turn_summary
 from workbench.moe.routes import Phase
 
@@ -91,6 +92,8 @@ class TurnParts:
     streaming: StreamingRuntime | None = None
     sink: Sink | None = None
     projector: mtmd.Projector | None = None  # reads the prompt's images, when it has any
+    # The choice behind the token `pick_token` returned last (a turn with a `Decoding`).
+    last_choice: Callable[[], TokenChoice | None] = lambda: None
 
 
 class TurnLoop:
@@ -116,6 +119,7 @@ class TurnLoop:
                                                    p.sink, p.cancel)
         rows: list[TokenMetrics] = []
         tok = p.pick_token()
+        choice = p.last_choice()
         ttft_ns = time.perf_counter_ns() - turn.started_ns
         prev_end = prefill_end
         stop, error = StopReason.LENGTH, ""
@@ -195,6 +199,7 @@ class TurnLoop:
                         reset=delta.reset if delta else False,
                         expert_map=streaming.activity() if streaming is not None and first
                         else None,
+                        choice=choice if first else None,
                     ))
                 if at_stop:  # the rest of a verified draft is past the stop: not the answer's
                     break
@@ -206,6 +211,7 @@ class TurnLoop:
                 tok = nxt
             elif len(rows) < turn.n_predict:
                 tok = p.pick_token()
+                choice = p.last_choice()
         end_ns = time.perf_counter_ns()
         tail = turn.utf8.decode(b"", final=True)
         if tail:

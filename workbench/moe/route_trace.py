@@ -18,6 +18,13 @@ engine read (the entry's bytes on the first non-dropped miss of an expert in a l
 rows, -1 where residency is unknown) and `dropped` 1 where the drop policy discarded the slot.
 `cache_budget_bytes` is -1 when the run had no expert cache.
 
+The reader also takes the upstream engine's own traces as they are (`# route_trace v1`, its
+§3.8): the same rows without the `dropped` column, `dense_bytes=` on each layer line and no
+`cache_budget_bytes` on the model line (`TraceMeta.budget_recorded` is then False: the run had a
+cache whose size the file does not say). Preamble keys and columns are read by name, in any
+order; keys and columns the reader does not know are skipped. Upstream's residency 2 (the first
+touch of an entry a speculative read brought in) reads as a hit: the expert was resident.
+
 Rows are written load by load (one load = one layer's lookup for one decode token or one prefill
 batch), token-major inside a load. The reader regroups them: a new load starts where the turn,
 phase or layer changes, or, in decode, where the step changes. (A model with a single MoE layer
@@ -38,8 +45,12 @@ from workbench.file_kind import read_text
 from workbench.moe.routes import Phase, Residency, RouteLoad
 
 MAGIC = "# workbench_route_trace v1"
+UPSTREAM_MAGIC = "# route_trace v1"  # the upstream engine's trace (its §3.8)
 HEADER = "turn,phase,step,layer,slot,expert,weight,residency,expert_bytes,dropped"
-_META_KEYS = ("model", "arch", "n_layer", "n_expert", "n_expert_used", "cache_budget_bytes")
+_META_KEYS = ("model", "arch", "n_layer", "n_expert", "n_expert_used")
+# Columns a row must have, by name; `expert_bytes` and `dropped` (absent upstream) are optional.
+_REQUIRED_COLUMNS = ("turn", "phase", "step", "layer", "slot", "expert", "weight", "residency")
+_UPSTREAM_SPECULATIVE_HIT = 2  # upstream residency: first touch of a speculatively read entry
 
 
 class RouteTraceError(ValueError):
@@ -62,6 +73,8 @@ class TraceMeta:
     cache_guard: bool = False
     preloaded: tuple[tuple[int, int], ...] = ()  # warm start: entries read at open, in order
     prefetch: bool = False  # the previous token's experts read ahead for the next layer
+    # False for an upstream trace: it records residency but not the budget the run had.
+    budget_recorded: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,8 +232,51 @@ class _LoadBuilder:
         return out
 
 
+def _preamble(lines: list[str], where: str
+              ) -> tuple[dict[str, str], int, dict[int, int], tuple | None, int]:
+    """Every `#` line after the magic, by its keys: layer lines (`layer=`), the cache policy
+    line (`cache_policy=`) and the rest merged into the run's keys (any order, later wins).
+    Returns (run keys, the run line's number, expert bytes per layer, the policy line's fields
+    or None, the index of the first line after the preamble)."""
+    run: dict[str, str] = {}
+    run_line = 2
+    expert_bytes: dict[int, int] = {}
+    policy = None
+    i = 1
+    while i < len(lines) and lines[i].startswith("#"):
+        lineno = i + 1
+        f = _fields(lines[i], lineno, where)
+        if "layer" in f:
+            if "expert_bytes" not in f:
+                raise RouteTraceError(f"{where}, line {lineno}: a layer line needs "
+                                      "expert_bytes=.")
+            il = _int(f["layer"], "layer", lineno, where)
+            expert_bytes[il] = _int(f["expert_bytes"], "expert_bytes", lineno, where)
+        elif "cache_policy" in f:
+            policy = _policy_line(f, lineno, where)
+        else:
+            if "model" in f:
+                run_line = lineno
+            run.update(f)
+        i += 1
+    return run, run_line, expert_bytes, policy, i
+
+
+def _columns(line: str, lineno: int, where: str) -> dict[str, int]:
+    """The header's column positions by name; the required ones must all be there."""
+    names = [c.strip() for c in line.split(",")]
+    missing = [c for c in _REQUIRED_COLUMNS if c not in names]
+    if missing or len(set(names)) != len(names):
+        raise RouteTraceError(
+            f"{where}, line {lineno}: expected the column header {HEADER!r} (columns by name, "
+            f"any order; {', '.join(missing) or 'a repeated name'} wrong). Was the file cut or "
+            "edited by hand?")
+    return {name: idx for idx, name in enumerate(names)}
+
+
 def read_trace(path: str | os.PathLike[str]) -> RouteTrace:
-    """Read a route trace; RouteTraceError names the line of anything malformed."""
+    """Read a route trace, ours or the upstream engine's; RouteTraceError names the line of
+    anything malformed."""
     p = Path(path)
     where = str(p)
     try:
@@ -231,64 +287,66 @@ def read_trace(path: str | os.PathLike[str]) -> RouteTrace:
     except (OSError, UnicodeDecodeError) as exc:
         raise RouteTraceError(f"{where} could not be read as a route trace: {exc}") from None
     lines = text.splitlines()
-    if not lines or lines[0].strip() != MAGIC:
+    first = lines[0].strip() if lines else ""
+    if first not in (MAGIC, UPSTREAM_MAGIC):
         raise RouteTraceError(f"{where}, line 1: not a route trace (the first line should be "
-                              f"{MAGIC!r}). Record one with `workbench chat --route-trace FILE`.")
-    if len(lines) < 2 or not lines[1].startswith("# model="):
+                              f"{MAGIC!r}, or upstream's {UPSTREAM_MAGIC!r}). Record one with "
+                              "`workbench chat --route-trace FILE`.")
+    run, run_line, expert_bytes, policy_fields, i = _preamble(lines, where)
+    if "model" not in run:
         raise RouteTraceError(f"{where}, line 2: the run line (# model=... arch=...) is missing. "
                               "Was the file cut or edited by hand?")
-    run = _fields(lines[1], 2, where)
     missing = [k for k in _META_KEYS if k not in run]
+    if first == MAGIC and "cache_budget_bytes" not in run:
+        missing.append("cache_budget_bytes")  # ours always records it
     if missing:
-        raise RouteTraceError(f"{where}, line 2: the run line lacks {', '.join(missing)}. Was "
-                              "the file cut or edited by hand?")
-    expert_bytes: dict[int, int] = {}
-    i = 2
-    while i < len(lines) and lines[i].startswith("# layer="):
-        f = _fields(lines[i], i + 1, where)
-        if "expert_bytes" not in f:
-            raise RouteTraceError(f"{where}, line {i + 1}: a layer line needs expert_bytes=.")
-        il = _int(f["layer"], "layer", i + 1, where)
-        expert_bytes[il] = _int(f["expert_bytes"], "expert_bytes", i + 1, where)
-        i += 1
-    policy: tuple[str, bool, tuple[tuple[int, int], ...], bool] = ("lru", False, (), False)
-    if i < len(lines) and lines[i].startswith("# cache_policy="):
-        policy = _policy_line(_fields(lines[i], i + 1, where), i + 1, where)
-        i += 1
-    if i >= len(lines) or lines[i].strip() != HEADER:
+        raise RouteTraceError(f"{where}, line {run_line}: the run line lacks "
+                              f"{', '.join(missing)}. Was the file cut or edited by hand?")
+    if i >= len(lines):
         raise RouteTraceError(f"{where}, line {i + 1}: expected the column header {HEADER!r}. "
                               "Was the file cut or edited by hand?")
+    cols = _columns(lines[i], i + 1, where)
+    policy = policy_fields or ("lru", False, (), False)
+    budget_recorded = "cache_budget_bytes" in run
     meta = TraceMeta(
         model=run["model"], arch=run["arch"],
-        n_layer=_int(run["n_layer"], "n_layer", 2, where),
-        n_expert=_int(run["n_expert"], "n_expert", 2, where),
-        n_expert_used=_int(run["n_expert_used"], "n_expert_used", 2, where),
-        cache_budget_bytes=_int(run["cache_budget_bytes"], "cache_budget_bytes", 2, where),
+        n_layer=_int(run["n_layer"], "n_layer", run_line, where),
+        n_expert=_int(run["n_expert"], "n_expert", run_line, where),
+        n_expert_used=_int(run["n_expert_used"], "n_expert_used", run_line, where),
+        cache_budget_bytes=(_int(run["cache_budget_bytes"], "cache_budget_bytes", run_line, where)
+                            if budget_recorded else -1),
         expert_bytes=expert_bytes, cache_policy=policy[0], cache_guard=policy[1],
-        preloaded=policy[2], prefetch=policy[3],
+        preloaded=policy[2], prefetch=policy[3], budget_recorded=budget_recorded,
     )
     trace = RouteTrace(meta)
+    at = [cols[name] for name in _REQUIRED_COLUMNS]
+    at_dropped = cols.get("dropped")
+    at_bytes = cols.get("expert_bytes")
+    width = len(cols)
     current: _LoadBuilder | None = None
     for idx in range(i + 1, len(lines)):
         lineno = idx + 1
         line = lines[idx]
         if not line.strip():
             continue
-        cols = line.split(",")
-        if len(cols) != 10:
-            raise RouteTraceError(f"{where}, line {lineno}: {len(cols)} columns where the header "
-                                  "has 10. Was the file cut or edited by hand?")
+        row = line.split(",")
+        if len(row) != width:
+            raise RouteTraceError(f"{where}, line {lineno}: {len(row)} columns where the header "
+                                  f"has {width}. Was the file cut or edited by hand?")
         turn, phase, step, layer, slot, expert = (
-            _int(c, name, lineno, where) for c, name in
-            zip(cols[:6], ("turn", "phase", "step", "layer", "slot", "expert"), strict=True))
+            _int(row[c], name, lineno, where) for c, name in
+            zip(at[:6], _REQUIRED_COLUMNS[:6], strict=True))
         try:
-            weight = float(cols[6])
+            weight = float(row[at[6]])
         except ValueError:
-            raise RouteTraceError(f"{where}, line {lineno}: weight {cols[6]!r} is not a number "
-                                  "(nan where not read).") from None
-        residency = _int(cols[7], "residency", lineno, where)
-        dropped = _int(cols[9], "dropped", lineno, where)
-        _int(cols[8], "expert_bytes", lineno, where)
+            raise RouteTraceError(f"{where}, line {lineno}: weight {row[at[6]]!r} is not a "
+                                  "number (nan where not read).") from None
+        residency = _int(row[at[7]], "residency", lineno, where)
+        if first == UPSTREAM_MAGIC and residency == _UPSTREAM_SPECULATIVE_HIT:
+            residency = Residency.HIT
+        dropped = 0 if at_dropped is None else _int(row[at_dropped], "dropped", lineno, where)
+        if at_bytes is not None:
+            _int(row[at_bytes], "expert_bytes", lineno, where)
         if phase not in (0, 1) or residency not in (-1, 0, 1) or dropped not in (0, 1):
             raise RouteTraceError(f"{where}, line {lineno}: phase must be 0/1, residency -1/0/1 "
                                   "and dropped 0/1. Was the file cut or edited by hand?")

@@ -41,6 +41,10 @@ class RouteLoad:
     weights: np.ndarray  # float32 final applied router weights; NaN where not read
     residency: np.ndarray  # int8 `Residency` values, per slot
     dropped: np.ndarray  # bool: the drop policy discarded this slot
+    # Opt-in (trace_scores): each token's full router score row (n_tokens, n_expert) float32, in
+    # the space substitution reads it (log probabilities for a softmax router), as the router
+    # gave it before any substitution; None when not recorded. NaN rows: not readable.
+    scores: np.ndarray | None = None
 
     @property
     def n_tokens(self) -> int:

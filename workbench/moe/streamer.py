@@ -30,6 +30,33 @@ class DropPolicy:
     prefill: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class SubstitutePolicy:
+    """Cache-aware expert substitution (native/src/substitute_policy.h); margin 0 is off."""
+
+    margin: float = 0.0
+    prefill: bool = False
+
+
+def substitute_row(scores: np.ndarray, ids: np.ndarray, resident: np.ndarray,
+                   margin: float) -> tuple[np.ndarray, int]:
+    """The engine's own substitution rule on one row (native/src/substitute_policy.cpp), for
+    tests and the replay's prediction: `scores` over every expert in the margin's space (log
+    probabilities for a softmax router), the router's ids in rank order, residency per expert.
+    Returns (the ids that run, the experts substituted)."""
+    lib = native.load()
+    sc = np.ascontiguousarray(scores, dtype=np.float32)
+    res = np.ascontiguousarray(resident, dtype=np.uint8)
+    out = np.ascontiguousarray(ids, dtype=np.int32).copy()
+    if not (len(sc) == len(res) >= len(out) > 0):
+        raise ValueError("scores and resident cover every expert; ids are the k routed ones")
+    n = lib.wb_substitute_row(len(sc), sc.ctypes.data, res.ctypes.data, margin, len(out),
+                              out.ctypes.data)
+    if n < 0:
+        raise ValueError(native.last_error(lib))
+    return out, int(n)
+
+
 # Test-only native switches (wb_streamer_params.debug_flags): tests/gates set them.
 DEBUG_POISON_UNLOADED = 1  # unloaded expert slices hold 0xFF bytes (NaN): any read shows
 DEBUG_NO_REPOINT = 2  # dropped slots keep their expert id (the poison guard's negative control)
@@ -92,6 +119,8 @@ class StreamCounters:
     # The weight mass dropped is decode_dropped_weight / decode_weight (the replay's definition).
     decode_dropped_weight: float  # router weight of the slots dropped while decoding
     decode_weight: float  # router weight of every decode routing while dropping is on
+    experts_reranked: int  # slots of the rows substitution examined (k per row)
+    experts_substituted: int  # experts it brought into a row's set (changed sets only)
 
     @property
     def hit_pct(self) -> float:
@@ -152,13 +181,16 @@ class ExpertStreamer:
     debug_flags = 0  # tests patch this class attribute; never set in the product
 
     def __init__(self, shards: list[Path], *, lanes: int, o_direct: bool, budget_bytes: int,
-                 trace: bool = False, drop: DropPolicy | None = None) -> None:
+                 trace: bool = False, drop: DropPolicy | None = None,
+                 substitute: SubstitutePolicy | None = None, trace_scores: bool = False) -> None:
         self._lib = native.load()
         paths = (ctypes.c_char_p * len(shards))(*[os.fsencode(p) for p in shards])
         drop = drop or DropPolicy()
+        substitute = substitute or SubstitutePolicy()
         params = native.WbStreamerParams(lanes, int(o_direct), budget_bytes, int(trace),
                                          drop.frac, int(drop.renorm), int(drop.prefill),
-                                         self.debug_flags)
+                                         self.debug_flags, substitute.margin,
+                                         int(substitute.prefill), int(trace and trace_scores))
         ptr = self._lib.wb_streamer_new(paths, len(shards), params)
         if not ptr:
             reason = native.last_error(self._lib)
@@ -283,17 +315,28 @@ class ExpertStreamer:
         self._check(self._lib.wb_streamer_take_routes(
             self._ptr, loads, n_loads.value, experts.ctypes.data, weights.ctypes.data,
             residency.ctypes.data, dropped.ctypes.data, n_slots.value), "reading routes")
+        n_scores = ctypes.c_uint64()
+        self._check(self._lib.wb_streamer_route_scores_pending(self._ptr, ctypes.byref(n_scores)),
+                    "reading route scores")
+        scores = np.empty(n_scores.value, dtype=np.float32)
+        self._check(self._lib.wb_streamer_take_route_scores(self._ptr, scores.ctypes.data,
+                                                            n_scores.value), "reading route scores")
         out: list[RouteLoad] = []
-        at = 0
+        at = at_score = 0
         for rec in loads[: n_loads.value]:
             n = rec.n_tokens * rec.k
             shape = (rec.n_tokens, rec.k)
+            row_scores = None
+            if rec.n_scores > 0:
+                m = rec.n_tokens * rec.n_scores
+                row_scores = scores[at_score: at_score + m].reshape(rec.n_tokens, rec.n_scores)
+                at_score += m
             out.append(RouteLoad(
                 layer=rec.layer, phase=Phase(rec.phase), first_step=rec.first_step,
                 experts=experts[at: at + n].reshape(shape),
                 weights=weights[at: at + n].reshape(shape),
                 residency=residency[at: at + n].reshape(shape),
-                dropped=dropped[at: at + n].reshape(shape).view(np.bool_)))
+                dropped=dropped[at: at + n].reshape(shape).view(np.bool_), scores=row_scores))
             at += n
         return out
 
@@ -331,6 +374,15 @@ class ExpertStreamer:
             self._per_layer = per_layer
         return ExpertMapSnapshot(routed=routed, resident=resident.view(np.bool_),
                                  layer_experts=per_layer, cached=self._cached)
+
+    def substituted_map(self, n_layer: int, n_expert: int) -> np.ndarray:
+        """(n_layer, n_expert) uint32: how many times substitution brought each expert into a
+        row's set since activation (the expert map marks these cells)."""
+        out = np.zeros((n_layer, n_expert), dtype=np.uint32)
+        self._check(self._lib.wb_streamer_substituted_map(self._ptr, n_layer, n_expert,
+                                                          out.ctypes.data),
+                    "reading the substituted map")
+        return out
 
     # ---- cache policy, warm start ---------------------------------------------------------------
 

@@ -47,6 +47,7 @@ from workbench.server.responses import (
 )
 from workbench.server.runner import Event, Generation, Runner, Started
 from workbench.server.stop_filter import StopFilter
+from workbench.server.structured import LogprobsOut
 from workbench.server.telemetry import RequestInfo
 
 MAX_BODY_BYTES = 4 << 20  # default request size limit
@@ -105,12 +106,16 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
                                          headers={"Cache-Control": "no-cache",
                                                   "X-Accel-Buffering": "no"})
             item: Event = first
+            logprobs = LogprobsOut(call.kind, call.decoding.logprobs >= 0)
             while not isinstance(item, GenerateResult):
+                if isinstance(item, TokenEvent):
+                    logprobs.add(item.choice)
                 item = await _next(generation, gone)
             if not item.ok:
                 raise _refusal(item)
             make = chat_response if call.kind == "chat" else completion_response
-            return JSONResponse(make(info.id, model_id, int(time.time()), item, call.stop))
+            return JSONResponse(make(info.id, model_id, int(time.time()), item, call.stop,
+                                     logprobs.whole()))
         except ClientGone:
             generation.cancel()
             return Response(status_code=499)
@@ -125,6 +130,7 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
         maker = ChunkMaker(call.kind, info.id, model_id)
         tracker = DeltaTracker()
         stops = StopFilter(call.stop)
+        logprobs = LogprobsOut(call.kind, call.decoding.logprobs >= 0)
         try:
             if call.kind == "chat":
                 yield _sse(maker.role())
@@ -134,18 +140,20 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
                     # A comment line: keeps the connection alive, and a client gone is seen.
                     yield f": prefill {item.done}/{item.total}\n\n"
                 elif isinstance(item, TokenEvent):
+                    logprobs.add(item.choice)
                     answer, reasoning = tracker.update(item.metrics.text, item.metrics.reasoning)
                     answer = stops.feed(answer)
                     if answer or reasoning:
-                        yield _sse(maker.delta(answer, reasoning))
+                        yield _sse(maker.delta(answer, reasoning, logprobs.pending()))
                 elif isinstance(item, GenerateResult):
                     rest = stops.flush()
                     if rest:
-                        yield _sse(maker.delta(rest))
+                        yield _sse(maker.delta(rest, logprobs=logprobs.pending()))
                     if not item.ok:
                         yield _sse(_refusal(item).body())
                     else:
-                        for chunk in maker.finish(item, stops.stopped, call.include_usage):
+                        for chunk in maker.finish(item, stops.stopped, call.include_usage,
+                                                  logprobs.pending()):
                             yield _sse(chunk)
                     yield "data: [DONE]\n\n"
                     return

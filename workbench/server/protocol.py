@@ -1,9 +1,10 @@
 """A request body in, a typed `EngineCall` out, or an OpenAI-style 400 that names the field.
 
-Known fields are checked for type and range; a field this server cannot honour (n > 1, tools,
-log-probabilities, JSON mode) is refused rather than silently ignored, since the client would
-otherwise trust an answer made without it. Unknown fields are ignored, as OpenAI's own server
-and llama.cpp's do: clients send extras (and newer fields) freely.
+Known fields are checked for type and range (structured output and log-probabilities in
+structured.py); a field this server cannot honour (n > 1, tools) is refused rather than
+silently ignored, since the client would otherwise trust an answer made without it. Unknown
+fields are ignored, as OpenAI's own server and llama.cpp's do: clients send extras (and newer
+fields) freely.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.engine.constrain import Decoding
 from workbench.server.errors import ApiError, bad_request
 from workbench.server.json_text import unencodable_field
+from workbench.server.structured import parse_decoding
 
 MAX_STOP_STRINGS = 16
 # Request fields that map onto the session's per-request settings (workbench/config.py).
@@ -39,6 +42,8 @@ class EngineCall:
     stream: bool = False
     include_usage: bool = False
     client: str = ""  # the `user` field, when the client names itself
+    # The grammar and log-probabilities the turn runs with (server/structured.py).
+    decoding: Decoding = field(default_factory=Decoding)
 
     @property
     def history(self) -> list[dict[str, str]]:
@@ -74,12 +79,7 @@ def parse_chat(data: dict[str, Any]) -> EngineCall:
         raise bad_request("the last message must be the user's (role 'user'): this server "
                           "answers it", f"messages[{len(parsed) - 1}].role")
     _refuse_unsupported(data)
-    format_ = data.get("response_format")
-    if format_ is not None and (not isinstance(format_, dict) or format_.get("type") != "text"):
-        raise bad_request("only response_format {'type': 'text'} is supported (no JSON mode)",
-                          "response_format")
-    if data.get("logprobs") not in (None, False) or data.get("top_logprobs") is not None:
-        raise bad_request("log-probabilities are not supported", "logprobs")
+    decoding = parse_decoding(data, "chat")
     tools = data.get("tools")
     if tools not in (None, []):
         raise bad_request("this server does not call tools: send the request without 'tools'",
@@ -91,7 +91,7 @@ def parse_chat(data: dict[str, Any]) -> EngineCall:
                           "chat_template_kwargs")
     max_tokens = _max_tokens(data, "max_completion_tokens") or _max_tokens(data, "max_tokens")
     return EngineCall(kind="chat", messages=parsed, think=think, max_tokens=max_tokens,
-                      **_common(data))
+                      decoding=decoding, **_common(data))
 
 
 def parse_completion(data: dict[str, Any]) -> EngineCall:
@@ -106,10 +106,8 @@ def parse_completion(data: dict[str, Any]) -> EngineCall:
         raise bad_request("'echo' is not supported", "echo")
     if data.get("suffix") not in (None, ""):
         raise bad_request("'suffix' (insertion) is not supported", "suffix")
-    if data.get("logprobs") not in (None, 0):
-        raise bad_request("log-probabilities are not supported", "logprobs")
     return EngineCall(kind="completion", prompt=prompt, max_tokens=_max_tokens(data, "max_tokens"),
-                      **_common(data))
+                      decoding=parse_decoding(data, "completion"), **_common(data))
 
 
 def _common(data: dict[str, Any]) -> dict[str, Any]:

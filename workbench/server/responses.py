@@ -17,25 +17,27 @@ def finish_reason(result: GenerateResult, stopped_by_string: bool = False) -> st
 
 
 def chat_response(rid: str, model: str, created: int, result: GenerateResult,
-                  stops: tuple[str, ...]) -> dict[str, Any]:
+                  stops: tuple[str, ...], logprobs: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
     text, hit = cut_at_stop(result.text, stops)
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if result.reasoning:
         message["reasoning_content"] = result.reasoning
     return {
         "id": rid, "object": "chat.completion", "created": created, "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": None,
+        "choices": [{"index": 0, "message": message, "logprobs": logprobs,
                      "finish_reason": finish_reason(result, hit)}],
         "usage": usage(result.summary), "x_workbench": x_workbench(result.summary),
     }
 
 
 def completion_response(rid: str, model: str, created: int, result: GenerateResult,
-                        stops: tuple[str, ...]) -> dict[str, Any]:
+                        stops: tuple[str, ...], logprobs: dict[str, Any] | None = None
+                        ) -> dict[str, Any]:
     text, hit = cut_at_stop(result.text, stops)
     return {
         "id": rid, "object": "text_completion", "created": created, "model": model,
-        "choices": [{"index": 0, "text": text, "logprobs": None,
+        "choices": [{"index": 0, "text": text, "logprobs": logprobs,
                      "finish_reason": finish_reason(result, hit)}],
         "usage": usage(result.summary), "x_workbench": x_workbench(result.summary),
     }
@@ -49,30 +51,33 @@ class ChunkMaker:
         self.base = {"id": rid, "created": int(time.time()), "model": model,
                      "object": "chat.completion.chunk" if kind == "chat" else "text_completion"}
 
-    def _chunk(self, choice: dict[str, Any], finish: str | None = None, **extra: Any
-               ) -> dict[str, Any]:
-        choice = {"index": 0, **choice, "logprobs": None, "finish_reason": finish}
+    def _chunk(self, choice: dict[str, Any], finish: str | None = None,
+               logprobs: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+        choice = {"index": 0, **choice, "logprobs": logprobs, "finish_reason": finish}
         return {**self.base, "choices": [choice], **extra}
 
     def role(self) -> dict[str, Any]:
         return self._chunk({"delta": {"role": "assistant", "content": ""}})
 
-    def delta(self, answer: str, reasoning: str = "") -> dict[str, Any]:
+    def delta(self, answer: str, reasoning: str = "", logprobs: dict[str, Any] | None = None
+              ) -> dict[str, Any]:
         if self.kind != "chat":
-            return self._chunk({"text": answer})
+            return self._chunk({"text": answer}, logprobs=logprobs)
         delta: dict[str, str] = {}
         if reasoning:
             delta["reasoning_content"] = reasoning
         if answer:
             delta["content"] = answer
-        return self._chunk({"delta": delta})
+        return self._chunk({"delta": delta}, logprobs=logprobs)
 
-    def finish(self, result: GenerateResult, stopped_by_string: bool, with_usage: bool
-               ) -> list[dict[str, Any]]:
-        """The last chunks: the finish reason (with x_workbench), then usage if asked for."""
+    def finish(self, result: GenerateResult, stopped_by_string: bool, with_usage: bool,
+               logprobs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The last chunks: the finish reason (with x_workbench and the log-probabilities of
+        tokens no earlier chunk carried), then usage if asked for."""
         empty = {"delta": {}} if self.kind == "chat" else {"text": ""}
         extra = {"x_workbench": x_workbench(result.summary)}
-        last = [self._chunk(empty, finish_reason(result, stopped_by_string), **extra)]
+        last = [self._chunk(empty, finish_reason(result, stopped_by_string), logprobs=logprobs,
+                            **extra)]
         if with_usage:
             last.append({**self.base, "choices": [], "usage": usage(result.summary), **extra})
         return last

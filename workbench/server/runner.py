@@ -224,4 +224,5 @@ def build_request(session: Session, call: EngineCall) -> GenerateRequest:
         text=call.text, history=tuple(call.history) if call.kind == "chat" else (),
         settings=request_settings(session, call), n_predict=call.max_tokens, think=call.think,
         conversation=RAW_KEY if call.kind == "completion" else None, stop=call.stop,
-        raw=call.kind == "completion")
+        raw=call.kind == "completion",
+        decoding=call.decoding if call.decoding.active else None)

@@ -36,8 +36,9 @@ def x_workbench(summary: RunSummary | None) -> dict[str, Any]:
     if summary is None:
         return {"tokens_per_second": UNMEASURED, "cache_hit_pct": UNMEASURED, "read_bytes": -1,
                 "ttft_seconds": UNMEASURED, "prefill_seconds": UNMEASURED, "kv_source": "",
-                "n_reused": 0}
+                "n_reused": 0, "grammar_ms_per_token": UNMEASURED}
     read = summary.moe_read_mib
+    grammar = summary.grammar_seconds
     return {
         "tokens_per_second": round(summary.tokens_per_second, 3),
         "cache_hit_pct": round(summary.cache_hit_pct, 3),
@@ -46,6 +47,9 @@ def x_workbench(summary: RunSummary | None) -> dict[str, Any]:
         "prefill_seconds": round(summary.prefill_seconds, 4),
         "kv_source": summary.kv_source,
         "n_reused": summary.n_reused,
+        # The grammar's mask and accept per generated token, outside the decode time.
+        "grammar_ms_per_token": (round(grammar * 1e3 / summary.n_generated, 4)
+                                 if grammar != UNMEASURED and summary.n_generated else UNMEASURED),
     }
 
 

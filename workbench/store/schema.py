@@ -154,6 +154,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE run_tokens ADD COLUMN draft_len INTEGER NOT NULL DEFAULT -1;
     ALTER TABLE run_tokens ADD COLUMN draft_kept INTEGER NOT NULL DEFAULT -1;
     """,
+    # 7: the per-token substitution counters (cache-aware substitution); -1 = it was off.
+    """
+    ALTER TABLE run_tokens ADD COLUMN experts_reranked INTEGER NOT NULL DEFAULT -1;
+    ALTER TABLE run_tokens ADD COLUMN experts_substituted INTEGER NOT NULL DEFAULT -1;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -100,12 +100,17 @@ def fill_spec_summary(summary: RunSummary, tally: SpecTally) -> None:
 
 
 def speculator_for(mode: str, draft_max: int, sampling: bool, drafter: ModelDrafter | None,
-                   is_eog: Callable[[int], bool]) -> tuple[Speculator | None, str]:
+                   is_eog: Callable[[int], bool], constrained: str = ""
+                   ) -> tuple[Speculator | None, str]:
     """A turn's speculator for `mode` (the spec setting) and the summary's word for it. Greedy
     only: the verify rule compares argmaxes, so a sampled (or penalised) turn decodes token by
-    token. `drafter` is the draft model the session loaded (spec_draft_model), if any."""
+    token, and so does a constrained one (`constrained`: its reason, "off: grammar", from
+    engine/constrain.py: neither a grammar's mask nor logprobs survive an argmax check).
+    `drafter` is the draft model the session loaded (spec_draft_model), if any."""
     if mode == "off":
         return None, "off"
+    if constrained:
+        return None, constrained
     if sampling:
         return None, "off: sampling"
     if mode == "draft":

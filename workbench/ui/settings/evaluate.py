@@ -22,6 +22,7 @@ from workbench.config import (
     inactive_reason,
     signature,
     validate,
+    warning_text,
     without_ignored,
 )
 
@@ -36,6 +37,7 @@ class Evaluation:
     changed: tuple[str, ...] = ()  # settings whose pending value differs from the applied one
     reopen: bool = False  # the load-scope signature differs: applying reopens the model
     in_force: Config | None = None  # what Apply applies: pending without its ignored settings
+    warnings: dict[str, str] = field(default_factory=dict)  # setting -> its declared warning
 
     @property
     def can_apply(self) -> bool:
@@ -58,8 +60,9 @@ def evaluate(current: Config, pending: Config) -> Evaluation:
                 if (why := gate_reason(s, pending) if s.gate else inactive_reason(s, used))}
     changed = tuple(s.name for s in SETTINGS
                     if getattr(used, s.name) != getattr(current, s.name))
+    warnings = {s.name: text for s in SETTINGS if (text := warning_text(s, used))}
     return Evaluation(pending, problems, inactive, changed,
-                      signature(used) != signature(current), used)
+                      signature(used) != signature(current), used, warnings)
 
 
 def follow_app_defaults(before: Config, after: Config) -> Config:

@@ -77,6 +77,8 @@ class QtSettingRow(QWidget):
         tone_text(self.reason, "warning", pixel_size=SMALL_PX, italic=True)
         self.problem = self._small("")
         tone_text(self.problem, "error", pixel_size=SMALL_PX)
+        self.warning = self._small("")  # the setting's declared warning (Setting.warn_from)
+        tone_text(self.warning, "error", pixel_size=SMALL_PX, italic=True)
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(self.label)
@@ -85,7 +87,7 @@ class QtSettingRow(QWidget):
         layout.setContentsMargins(0, 2, 0, 4)
         layout.setSpacing(1)
         layout.addLayout(top)
-        for line in (self.hint, self.reason, self.problem):
+        for line in (self.hint, self.reason, self.warning, self.problem):
             line.setContentsMargins(LABEL_WIDTH + 6, 0, 0, 0)
             layout.addWidget(line)
 
@@ -105,6 +107,10 @@ class QtSettingRow(QWidget):
         self.label.setEnabled(not reason)
         self.reason.setText(reason)
         self.reason.setVisible(bool(reason))
+
+    def set_warning(self, text: str) -> None:
+        self.warning.setText(text)
+        self.warning.setVisible(bool(text))
 
     def set_problems(self, messages: list[str]) -> None:
         self.problem.setText("\n".join(messages))

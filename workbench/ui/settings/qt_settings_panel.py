@@ -154,6 +154,7 @@ class QtSettingsPanel(QWidget):
         for name, row in self.rows.items():
             row.set_inactive(ev.inactive.get(name, ""))
             row.set_problems(ev.problems.get(name, []))
+            row.set_warning(ev.warnings.get(name, ""))
         self.apply_button.setEnabled(ev.can_apply)
         self.revert_button.setEnabled(bool(ev.changed))
         self.reopen_label.setVisible(ev.reopen)

@@ -24,6 +24,9 @@ DENSE_RGB = (224, 224, 224)  # rows of dense layers: no experts there
 RESIDENT_RGB = (13, 71, 161)  # the dot of a cell whose expert is in the cache
 TRANSIENT_RGB = (198, 40, 40)  # in the cache only until the next load (the token-cycle guard)
 AHEAD_RGB = (46, 125, 50)  # read ahead (warm start or prefetch), not yet looked up
+# The top-left pixel of a cell substitution brought in recently (in place of the router's pick).
+SUBSTITUTED_RGB = (106, 27, 154)
+SUBSTITUTED_MARK = 0.5  # decayed substitutions at which a cell is marked (~a half-life ago)
 HOLDS_TEXT = {0: "no", 1: "yes", 2: "yes, transient (the token-cycle guard evicts it first)",
               3: "yes, read ahead (warm start or prefetch), not yet used"}
 
@@ -59,6 +62,8 @@ class ExpertActivityMap:
         self.cached = False
         self.holds: np.ndarray | None = None  # per cell, what the cache holds (ENTRY_* codes)
         self.policy = ""
+        # Decayed like `recent`: substitutions into each cell (all 0 while substitution is off).
+        self.substituted = np.zeros((n_layer, n_expert), dtype=np.float64)
         self.tokens = 0  # events folded in since the reset
         self.version = 0  # bumps on every change, so a painter knows when to repaint
 
@@ -81,6 +86,9 @@ class ExpertActivityMap:
             self.reset(*activity.routed.shape)  # another model (or the first token)
         self.recent *= self.decay
         self.recent += activity.routed
+        self.substituted *= self.decay
+        if activity.substituted is not None and activity.substituted.shape == self.shape:
+            self.substituted += activity.substituted
         self.total += activity.routed
         self.resident = activity.resident
         self.moe_layers = activity.moe_layers
@@ -106,8 +114,16 @@ class ExpertActivityMap:
             resident = "yes" if self.resident[layer, expert] else "no"
         else:
             resident = "no (the expert cache is off)"
-        return (f"layer {layer}, expert {expert}: routed {self.recent[layer, expert]:.1f} "
+        text = (f"layer {layer}, expert {expert}: routed {self.recent[layer, expert]:.1f} "
                 f"recent, resident {resident}")
+        if self.substituted[layer, expert] > 0:
+            text += (f"; brought in by substitution {self.substituted[layer, expert]:.1f} recent "
+                     "(in place of the router's pick)")
+        return text
+
+    @property
+    def any_substituted(self) -> bool:
+        return bool((self.substituted >= SUBSTITUTED_MARK).any())
 
     def rgba(self, cell_px: int = CELL_PX) -> np.ndarray:
         """The map as an RGBA image, row-major (n_layer * cell_px, n_expert * cell_px, 4).
@@ -125,6 +141,9 @@ class ExpertActivityMap:
         if self.holds is not None and self.holds.shape == self.resident.shape:
             dots[self.holds == 2, :3] = TRANSIENT_RGB
             dots[self.holds == 3, :3] = AHEAD_RGB
+        if cell_px > 1:  # a corner pixel, beside the residency dot
+            corners = image[::cell_px, ::cell_px]
+            corners[self.substituted >= SUBSTITUTED_MARK, :3] = SUBSTITUTED_RGB
         return image
 
 

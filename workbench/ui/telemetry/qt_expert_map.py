@@ -24,6 +24,7 @@ from workbench.ui.telemetry.expert_activity import (
     AHEAD_RGB,
     LUT,
     RESIDENT_RGB,
+    SUBSTITUTED_RGB,
     TRANSIENT_RGB,
     ExpertActivityMap,
     tick_step,
@@ -202,6 +203,9 @@ class QtExpertMap(QWidget):
             if model.holds is not None and (model.holds >= 2).any():
                 held = (f', <span style="color:{_hex(TRANSIENT_RGB)}">●</span> transient, '
                         f'<span style="color:{_hex(AHEAD_RGB)}">●</span> read ahead')
+            if model.any_substituted:
+                held += (f', <span style="color:{_hex(SUBSTITUTED_RGB)}">▪</span> (corner) '
+                         "brought in by substitution")
             self.residency_label.setText(f"{dot} = expert resident in the cache{policy}{held}")
         else:
             self.residency_label.setText("the expert cache is off: no expert stays resident")
