@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 from workbench.config import BY_NAME, Config
+from workbench.engine import wait_policy
 from workbench.moe.layout import ModelFacts
 from workbench.plain_number import fixed
 
@@ -222,6 +223,10 @@ def format_advice(model: str, layout: Layout, machine: Machine, advice: Advice) 
                                        else "off"))
         lines.append(f"  I/O lanes: {advice.io_threads}")
     lines.append(f"  compute threads: {advice.threads}")
+    wait = wait_policy.choose(cores=machine.cores, threads=advice.threads,
+                              lanes=advice.io_threads, streaming=advice.stream)
+    lines.append(f"  wait policy: {wait.label} ({wait.reason}; set by `chat` and the window "
+                 f"at start, {wait_policy.ENV} overrides)")
     lines.append(f"  flags: {advice.flags}")
     p = advice.probe
     if p is not None:

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, TextIO
 
 from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
+from workbench.engine import wait_policy
 from workbench.engine.engine_thread import EngineThread
 from workbench.engine.metrics import UNMEASURED, RunSummary
 from workbench.engine.model_defaults import model_defaults
 from workbench.engine.requests import GenerateRequest, GenerateResult, TokenEvent
+from workbench.engine.wait_policy import WaitChoice
 
 if TYPE_CHECKING:
     from workbench.engine.sinks import CsvMetricsSink
@@ -311,7 +313,8 @@ def _turn(engine: EngineThread, session, request: GenerateRequest, progress: boo
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if result.summary is not None and result.summary.n_generated:
-        print(format_perf(result.summary, session.config.n_threads), file=sys.stderr)
+        print(format_perf(result.summary, session.config.n_threads, wait_policy.in_force()),
+              file=sys.stderr)
     if result.reprefill_reason:
         print(f"note: part of the conversation was re-read ({result.reprefill_reason})",
               file=sys.stderr)
@@ -359,7 +362,7 @@ class _StreamPrinter:
         self.out.flush()
 
 
-def format_perf(s: RunSummary, threads: int) -> str:
+def format_perf(s: RunSummary, threads: int, wait: WaitChoice | None = None) -> str:
     """The end-of-turn performance summary (upstream's one-shot text, in our words)."""
     lines = [
         f"generation: {s.n_generated} tokens, {s.s_per_token:.4f} s/token "
@@ -375,6 +378,8 @@ def format_perf(s: RunSummary, threads: int) -> str:
             f"compute: {occupancy:.0f}% CPU occupancy ({s.cpu_s_per_token:.4f} cpu-s/token over "
             f"{threads} threads), {s.majflt_per_token:.2f} major faults/token"
         )
+    if wait is not None:
+        lines.append(f"threads: {threads} compute, {wait.describe()}")
     if s.moe_read_mib != UNMEASURED:
         io, mgmt = s.moe_io_s_per_token, s.moe_mgmt_s_per_token
         bandwidth = s.moe_read_mib / (io * s.n_generated) if io > 0 else 0.0

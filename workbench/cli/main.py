@@ -7,6 +7,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,9 +55,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # llama.cpp's own warnings (load quirks, cache notes) are for -v, not for every chat.
     logging.getLogger("workbench.llama").setLevel(logging.ERROR)
+    choose_wait_policy(args_list)
     parser = build_parser()
     args = parser.parse_args(args_list)
     if args.command is None:
         parser.print_help()
         return 2
     return int(args.run(args))
+
+
+class _NoExit(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message)
+
+
+def choose_wait_policy(argv: Sequence[str]) -> None:
+    """OpenMP's wait policy (engine/wait_policy.py), from the threads and lanes on the command
+    line. It runs before the parser is built: building it imports modules that load llama.cpp,
+    and libgomp reads the policy once, as it loads. A command line this cannot read gets the
+    defaults' policy; the real parser reports what is wrong with it."""
+    from workbench.config import Config
+    from workbench.config_cli import add_arguments
+    from workbench.engine import wait_policy
+
+    settings = _NoExit(add_help=False, allow_abbrev=False)
+    add_arguments(settings)
+    try:
+        known, _ = settings.parse_known_args(list(argv)[1:])
+    except (ValueError, argparse.ArgumentError):
+        known = argparse.Namespace()
+    default = Config()
+    wait_policy.apply(wait_policy.choose(
+        cores=wait_policy.usable_cores(),
+        threads=getattr(known, "n_threads", default.n_threads),
+        lanes=getattr(known, "io_threads", default.io_threads),
+        streaming=getattr(known, "moe_stream", default.moe_stream),
+    ))

@@ -53,14 +53,32 @@ class MemorySample:
 check_record(MemorySample, PROBE_FIELDS)
 
 
+# The decode loop re-reads memory at most this often (issue 38): two /proc reads per token were
+# a large share of its Python work, and memory moves over tens of milliseconds, not per token.
+# The live plots repaint at most 30 times a second, so each frame still sees a fresh sample.
+MEMORY_PERIOD_NS = 20_000_000
+
+
 class MemoryProbe:
     """Reads the memory figures of one process and of the machine; reuse one per session."""
 
-    def __init__(self) -> None:
+    def __init__(self, period_ns: int = MEMORY_PERIOD_NS) -> None:
         self._status_fd = _open_or_none("/proc/self/status")
         self._meminfo_fd = _open_or_none("/proc/meminfo")
+        self.period_ns = period_ns
+        self._last: MemorySample | None = None
+        self._last_ns = 0
+        self.reads = 0  # samples actually read from /proc (tests count them)
+
+    def sample_due(self, now_ns: int) -> MemorySample:
+        """The latest sample, read again when it is `period_ns` old: a token's memory figures
+        were read after its decode, or at most `period_ns` before its decode ended."""
+        if self._last is None or now_ns - self._last_ns >= self.period_ns:
+            self._last, self._last_ns = self.sample(), now_ns
+        return self._last
 
     def sample(self) -> MemorySample:
+        self.reads += 1
         status = _read_kib(self._status_fd, _STATUS_KEYS)
         meminfo = _read_kib(self._meminfo_fd, _MEMINFO_KEYS)
         return MemorySample(

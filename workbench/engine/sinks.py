@@ -22,6 +22,8 @@ from workbench.engine.metrics import RunInfo, RunSummary, TokenMetrics
 from workbench.engine.metrics_syntax import FORMAT_V2
 from workbench.engine.metrics_writer import preamble_lines, row_fields, summary_line
 
+ROW_BATCH = 4096  # rows a CSV sink keeps before it formats them (bounds what it holds)
+
 
 @runtime_checkable
 class Sink(Protocol):
@@ -38,8 +40,9 @@ class CsvMetricsSink:
     """Writes one session to a ``bmoe_metrics v2`` file, which appears whole when it is closed.
 
     Call order: on_run_info once (optional, but before any token), then tokens and one summary
-    per turn, then close. Rows stay in a large buffer until the turn's summary or close, so a
-    token costs a format and a memcpy, not a system call.
+    per turn, then close. A token costs a list append: rows are formatted in batches (at the
+    turn's summary, at close, every ROW_BATCH rows) into a large buffer flushed at the summary
+    or close, so the decode loop pays neither the formatting nor a system call.
 
     The file is written under a temporary name beside `path` (`partial_path`, readable while the
     session runs) and renamed over `path` by close(), so an earlier file of that name is replaced
@@ -63,12 +66,13 @@ class CsvMetricsSink:
         self._header_written = False
         self._has_run_info = False
         self._raised = False
+        self._pending: list[TokenMetrics] = []  # rows not yet formatted (on_token)
         self._guarded(lambda: self._file.write(f"# {FORMAT_V2}\n"))
 
     def on_run_info(self, info: RunInfo) -> None:
         if self._has_run_info:
             raise ValueError("a metrics file holds one session: open a new sink for new run info")
-        if self._header_written:
+        if self._header_written or self._pending:
             raise ValueError("run info must come before the first token or summary")
         self._has_run_info = True
 
@@ -81,19 +85,25 @@ class CsvMetricsSink:
         self._guarded(write)
 
     def on_token(self, m: TokenMetrics) -> None:
+        # Kept as is and formatted in batches, off the decode loop (issue 38): at a turn's
+        # summary, at close, or every ROW_BATCH rows. The file's bytes are the same.
         if self.error is not None:
             return
-        try:
-            if not self._header_written:
-                self._write_header()
-            self._csv.writerow(row_fields(m))
-        except OSError as exc:
-            self._fail(exc)
+        if self._out.closed:
+            raise ValueError("a token after the metrics file was closed")
+        self._pending.append(m)
+        if len(self._pending) >= ROW_BATCH:
+            self._guarded(self._write_rows)
+
+    def _write_rows(self) -> None:
+        if not self._header_written:
+            self._write_header()
+        pending, self._pending = self._pending, []
+        self._csv.writerows(row_fields(m) for m in pending)
 
     def on_summary(self, s: RunSummary) -> None:
         def write() -> None:
-            if not self._header_written:
-                self._write_header()
+            self._write_rows()
             self._file.write(summary_line(s) + "\n")
             self._file.flush()
 
@@ -102,8 +112,7 @@ class CsvMetricsSink:
     def close(self) -> None:
         """Put the file in place; raises OutputFileError (once) if it could not be written."""
         if self.error is None and not self._out.closed:
-            if not self._header_written:
-                self._guarded(self._write_header)  # even an empty session is a readable file
+            self._guarded(self._write_rows)  # even an empty session is a readable file
             if self.error is None:
                 try:
                     self._out.commit()
