@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from workbench.cli.main import main
 
-UPSTREAM = "/work/shared/fixtures/upstream/bmoe-v1-desktop-qwen36.csv"
+UPSTREAM = str(Path(__file__).resolve().parents[3] / "shared/fixtures/upstream"
+            / "bmoe-v1-desktop-qwen36.csv")
 
 
 def cli(capsys, *args: str) -> tuple[int, str, str]:

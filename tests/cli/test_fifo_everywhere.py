@@ -66,6 +66,8 @@ CASES: dict[tuple[str, str], list[str]] = {
     ("bench stream", "-m"): ["-m", "{fifo}"],
     ("bench drop", "-m"): ["-m", "{fifo}"],
     ("bench policy", "-m"): ["-m", "{fifo}"],
+    ("score", "text"): ["{fifo}"],
+    ("score", "--choices"): ["--choices", "{fifo}"],
 }
 for command in ("conversations list", "conversations show", "conversations export",
                 "conversations import", "conversations delete", "runs list", "runs show",
@@ -99,7 +101,7 @@ def paths(tmp_path, chat_model_path) -> dict[str, Path]:
     fifo = tmp_path / "input.fifo"
     os.mkfifo(fifo)
     csv = tmp_path / "run.csv"
-    csv.write_text(Path("/work/shared/fixtures/upstream/bmoe-v1-desktop-qwen36.csv")
+    csv.write_text((REPO.parent / "shared/fixtures/upstream/bmoe-v1-desktop-qwen36.csv")
                     .read_text())
     export = tmp_path / "conv.json"
     export.write_text("{}")

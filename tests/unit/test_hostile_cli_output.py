@@ -14,10 +14,8 @@ import pytest
 
 from workbench.cli.main import main
 
-UPSTREAM = Path("/work/shared/fixtures/upstream/bmoe-v1-desktop-qwen36.csv")
-if not UPSTREAM.exists():  # the shared fixture beside the checkout
-    UPSTREAM = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "upstream" \
-        / UPSTREAM.name
+UPSTREAM = (Path(__file__).resolve().parents[3] / "shared/fixtures/upstream"
+            / "bmoe-v1-desktop-qwen36.csv")
 
 
 def strict_loads(text: str) -> object:

@@ -4,6 +4,7 @@ its figure, and only then; unmeasured figures are never evidence."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,8 @@ from workbench.bench.stalls import (
 )
 from workbench.engine.metrics_reader import parse_metrics, read_metrics_csv
 
-UPSTREAM = "/work/shared/fixtures/upstream/bmoe-v1-desktop-qwen36.csv"
+UPSTREAM = str(Path(__file__).resolve().parents[3] / "shared/fixtures/upstream"
+            / "bmoe-v1-desktop-qwen36.csv")
 
 
 def rows(n: int = 40, **overrides: dict[int, dict[str, float]]) -> list[dict[str, float]]:

@@ -2,9 +2,9 @@
 
 The engine keeps a turn in its context only when the turn completed: a stopped, failed or
 interrupted answer is rolled back together with the question that led to it. The window keeps
-those answers (marked) but tells the engine, before every generation, exactly which complete
-user/assistant pairs of the branch on screen form the model's context (`Session.set_history`),
-so the screen and the model agree even after a stop, a branch switch or a restart.
+those answers (marked) but each request it sends carries exactly the complete user/assistant
+pairs of the branch on screen as its history (`GenerateRequest.history`), so the screen and the
+model agree even after a stop, a branch switch or a restart.
 """
 
 from __future__ import annotations
