@@ -12,9 +12,11 @@ PIRATE = "You are a pirate. Answer like one."
 
 
 def engine_config(qtbot, window):
-    task = window.tasks.spawn(window.bridge._call(lambda: window.bridge._session.config))
-    qtbot.waitUntil(task.done, timeout=WAIT)
-    return task.result()
+    """The settings the next answer's request carries (the controller's TurnSettings.of its
+    config); the session keeps none of its own (a request is a value)."""
+    from workbench.engine.turn_settings import TurnSettings
+
+    return TurnSettings.of(window.chat.config)
 
 
 def edit_in_dialog(qtbot, window, **changes) -> None:

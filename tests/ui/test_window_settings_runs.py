@@ -81,7 +81,8 @@ def test_a_per_request_setting_applies_without_reopening_and_the_run_is_listed(q
     run(window.tasks.wait_idle())
     assert window.notice.kind != "error"
     assert window.bridge._live is session  # the same session: nothing was reopened
-    assert on_engine(run, window, lambda s: s.config.n_predict) == 5
+    # The session keeps its opening settings; each answer's request carries the 5.
+    assert on_engine(run, window, lambda s: s.config.n_predict) == 16
     assert window.config.n_predict == 5 and window.chat.config.n_predict == 5
     assert page.panel.current.n_predict == 5 and window.runs_page.config.n_predict == 5
 

@@ -76,6 +76,6 @@ def test_llama_polls_the_native_flag_during_a_decode(tiny_moe_path, open_session
     from workbench.engine.requests import GenerateRequest
 
     s = open_session(model=str(tiny_moe_path), chat_template=False, n_predict=4, n_ctx=256)
-    before = s._abort.polls
+    before = s._p.abort.polls
     s.generate(GenerateRequest(text="abc"))
-    assert s._abort.polls > before  # llama.cpp called our C callback, not Python
+    assert s._p.abort.polls > before  # llama.cpp called our C callback, not Python

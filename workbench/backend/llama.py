@@ -422,6 +422,11 @@ class Sampler:
     def reset(self) -> None:
         ll.llama_sampler_reset(self.ptr)
 
+    def accept(self, tokens: Sequence[int]) -> None:
+        """The chain sees `tokens` as if it had picked them (the penalties' window)."""
+        for token in tokens:
+            ll.llama_sampler_accept(self.ptr, token)
+
     def close(self) -> None:
         if self.ptr:
             ll.llama_sampler_free(self.ptr)

@@ -44,6 +44,9 @@ class Prompt:
     notes: list[str] = field(default_factory=list)
     images: list[ImageSpan] = field(default_factory=list)
     chunks: mtmd.Chunks | None = None  # owns the images' chunks; close() after the turn
+    # Continue: the answer so far's tokens at the end of `tokens` (the sampler's penalties see
+    # them, as they saw them while that answer was generated).
+    n_continued: int = 0
 
     @property
     def kv_cells(self) -> int:
@@ -159,8 +162,9 @@ class PromptBuilder:
         else:
             return
         for text, marker in pieces:
-            prompt.tokens.extend(self.model.tokenize(text, add_special=False,
-                                                     parse_special=marker))
+            tokens = self.model.tokenize(text, add_special=False, parse_special=marker)
+            prompt.tokens.extend(tokens)
+            prompt.n_continued += len(tokens)
             prompt.text += text
             prompt.parser.feed(text)
 

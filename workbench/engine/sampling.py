@@ -11,6 +11,8 @@ argmax, byte-identical to before.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from workbench.backend import llama
 from workbench.engine.turn_settings import TurnSettings
 
@@ -23,12 +25,16 @@ class SamplerChain:
         self.current: llama.Sampler | None = None
         self._key: tuple[object, ...] | None = None  # the settings `current` was built for
 
-    def for_turn(self, cfg: TurnSettings) -> llama.Sampler | None:
-        """The chain for a turn run with `cfg`, at the start of its seed sequence."""
+    def for_turn(self, cfg: TurnSettings, continued: Sequence[int] = ()) -> llama.Sampler | None:
+        """The chain for a turn run with `cfg`, at the start of its seed sequence. A turn that
+        continues an answer passes that answer's tokens: its penalties see them, as they did
+        while it was generated (without them a continued story repeats its first half)."""
         if cfg.sampling != self._key:
             self._build(cfg)
         else:
             self.reset()
+        if self.current is not None and continued:
+            self.current.accept([t for t in continued if t >= 0])
         return self.current
 
     def reset(self) -> None:

@@ -364,7 +364,7 @@ class Session:
         if self._p.projector is not None:
             turn.images = ImageTurnStats.zero()
             turn.images.n_images = len(prompt.images)
-        self._chain.for_turn(settings)
+        self._chain.for_turn(settings, prompt.tokens[len(prompt.tokens) - prompt.n_continued:])
         try:
             picks = TurnPicks.for_turn(self._p.model, self._p.ctx, settings, request.decoding)
         except GrammarError as exc:
