@@ -6,6 +6,7 @@ import json
 import os
 
 from workbench.cli.main import main
+from workbench.store import Store
 
 
 def test_score_prints_the_figures_as_json(tiny_moe_path, tmp_path, capsys):
@@ -13,11 +14,23 @@ def test_score_prints_the_figures_as_json(tiny_moe_path, tmp_path, capsys):
     text.write_text("two white flashes, then dark; two white flashes, then dark")
     rc = main(["score", str(text), "-m", str(tiny_moe_path), "--tokens", "24", "-t", "1",
                "--no-chat-template", "-c", "256", "--moe-stream", "--n-expert-used", "1",
-               "--json"])
+               "--json", "--db", str(tmp_path / "w.db")])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n_scored"] == 24 and out["setting"]["settings"]["n_expert_used"] == 1
     assert out["quality"]["kl_mean"][0] > 0 and out["kl_ms_per_position"] > 0
+    # The scored run is a run: recorded with its figures, one token row per position.
+    with Store.open(tmp_path / "w.db") as store:
+        run = store.get_run(out["run"])
+        rows = store.token_rows(run.id)
+    assert run.scored and run.settings["n_expert_used"] == 1 and len(rows) == 24
+    assert run.quality["figures"]["kl_mean"] == out["quality"]["kl_mean"]
+    reference = run.quality["reference"]  # the settings off the defaults: read whole, no override
+    assert len(run.quality["series"]["kl"]) == 24
+    assert "moe_stream" not in reference and "n_expert_used" not in reference
+    assert run.run_summary().n_generated == 24 and all(r["read_bytes"] >= 0 for r in rows)
+    assert main(["runs", "list", "--db", str(tmp_path / "w.db")]) == 0
+    assert "score" in capsys.readouterr().out
 
 
 def test_score_refuses_a_fifo_and_batches_of_dropping(tmp_path, capsys):

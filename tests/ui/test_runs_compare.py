@@ -306,3 +306,43 @@ def test_bench_matrix_runs_with_progress_and_opens_in_compare(qtbot, run, tmp_pa
         assert len(page.runs_list.model.entries) == 2  # the files joined the list
     finally:
         run(db.close())
+
+
+def test_the_runs_page_shows_scored_runs_quality_and_compares_it(qtbot, run, tmp_path):
+    """A scored run (`workbench score`) in the list: perplexity, KL and agreement with their
+    intervals beside tok/s and reads; compared, the table gains the quality rows and the view
+    names the lossy setting that caused the difference."""
+    from PySide6.QtCore import Qt
+
+    from tests.unit.test_scored_runs import report
+    from workbench.bench.quality import save_scored_run
+    from workbench.store import Store
+    from workbench.ui.db_worker import AsyncStore
+    from workbench.ui.runs.qt_runs_page import QtRunsPage
+    from workbench.ui.runs.qt_runs_table_model import COLUMNS
+
+    with Store.open(tmp_path / "runs.db") as store:
+        light = save_scored_run(store, report(0.1, seed=4))
+        heavy = save_scored_run(store, report(1.0, seed=4, n_expert_used=1))
+    db = run(AsyncStore.open(tmp_path / "runs.db"))
+    page = QtRunsPage(db.call, Config())
+    qtbot.addWidget(page)
+    try:
+        run(page.refresh())
+        model = page.runs_list.model
+        keys = [k for k, _ in COLUMNS]
+        row = model.row_of(f"run:{heavy}")
+        kl = model.index(row, keys.index("kl_mean")).data()
+        assert "[" in kl and float(kl.split()[0]) > 0  # an estimate with its interval
+        assert model.index(row, keys.index("read_mib")).data() == "1.00"
+        assert "positions scored" in model.index(row, keys.index("kl_mean")).data(
+            Qt.ItemDataRole.ToolTipRole)
+        table = run(page.compare([f"run:{light}", f"run:{heavy}"]))
+        assert table is not None and table.row("kl_mean").cells[1].ratio.estimate > 1
+        view = page.compare_view
+        assert "n_expert_used (lossy)" in [view.config_diff.item(r, 0).text()
+                                           for r in range(view.config_diff.rowCount())]
+        assert "n_expert_used" in view.cause.text() and not view.cause.isHidden()
+        assert view.summary.text_at("agree_pct", 2) != "—"
+    finally:
+        run(db.close())

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -68,7 +69,17 @@ FIGURES: tuple[Figure, ...] = (
            "mean", "higher"),
     _of_column("faults", "major faults", "majflt", "mean", "lower"),
 )
-FIGURE_BY_KEY = {f.key: f for f in FIGURES}
+# A scored run's quality figures (bench/quality.py), over its per-position series (one value per
+# scored position, kept in the store as Run.quality["series"]). The compare table shows them only
+# when an arm was scored; a run that was not has empty series and shows "—".
+QUALITY_FIGURES: tuple[Figure, ...] = (
+    Figure("ppl", "perplexity", "", "nll", "token", "exp_mean", "lower"),
+    Figure("kl_mean", "KL mean", "nats", "kl", "token", "mean", "lower"),
+    Figure("kl_p95", "KL p95", "nats", "kl", "token", "percentile", "lower", 95),
+    Figure("agree_pct", "top-1 agreement", "%", "agree_pct", "token", "mean", "higher"),
+)
+QUALITY_SERIES = tuple(dict.fromkeys(f.series for f in QUALITY_FIGURES))
+FIGURE_BY_KEY = {f.key: f for f in (*FIGURES, *QUALITY_FIGURES)}
 
 
 def _is_ours(mf: MetricsFile) -> bool:
@@ -161,6 +172,12 @@ def run_config(mf: MetricsFile) -> dict[str, str]:
     return dict(mf.preamble)
 
 
+def quality_series(quality: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+    """The quality figures' series from a scored run's record (empty for any other run)."""
+    stored = (quality or {}).get("series") or {}
+    return {name: np.asarray(stored.get(name, ()), dtype=float) for name in QUALITY_SERIES}
+
+
 @dataclass
 class RunFigures:
     """One metrics file reduced to the series the compare table needs."""
@@ -176,8 +193,11 @@ class RunFigures:
 
     @classmethod
     def from_metrics(
-        cls, mf: MetricsFile, trim: int = 0, *, source: str = "", label: str = ""
+        cls, mf: MetricsFile, trim: int = 0, *, source: str = "", label: str = "",
+        quality: Mapping[str, Any] | None = None,
     ) -> RunFigures:
+        """`quality`: a scored run's record (Run.quality), whose per-position series become the
+        quality figures' (never trimmed: every scored position is a measurement)."""
         if trim < 0:
             raise ValueError("trim must be 0 or more tokens")
         wall = _decode_ms(mf)
@@ -202,12 +222,17 @@ class RunFigures:
                 "majflt": faults[keep],
                 "ttft_s": _ttft_per_turn(mf),
                 "hit_pct": np.asarray([_final_hit_pct(mf)]),
+                **quality_series(quality),
             },
         )
 
     @classmethod
     def from_csv(cls, path: str | Path, trim: int = 0, *, label: str = "") -> RunFigures:
         return cls.from_metrics(read_metrics_csv(path), trim, source=str(path), label=label)
+
+    @property
+    def scored(self) -> bool:
+        return any(self.series.get(name, np.empty(0)).size for name in QUALITY_SERIES)
 
     @property
     def n_tokens(self) -> int:

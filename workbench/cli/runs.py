@@ -95,7 +95,8 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json([{"id": r.id, "created_at": r.created_at, "label": r.label,
                      "model": e.model, "tokens": e.n_tokens, "tok_s": e.tok_s,
-                     "ttft_s": e.ttft_s, "kind": e.kind,
+                     "ttft_s": e.ttft_s, "read_mib": e.read_mib, "kind": e.kind,
+                     "quality": _cost_json(e.cost),
                      "conversation": conversation_of.get(r.id),
                      "message": r.message_id, "interrupted": r.interrupted}
                     for r, e in zip(runs, entries, strict=True)])
@@ -104,11 +105,15 @@ def run_list(args: argparse.Namespace) -> int:
         print("no runs")
         return 0
     rows = [[str(r.id), when(r.created_at), e.model or "?", str(e.n_tokens), _fmt(e.tok_s, ".1f"),
-             _fmt(e.ttft_s, ".2f"),
+             _fmt(e.ttft_s, ".2f"), _fmt(e.read_mib, ".2f"), *_cost_cells(e.cost),
              f"conversation {conversation_of[r.id]}" if r.id in conversation_of
              else "headless" + (f" {r.label}" if r.label else "")]
             for r, e in zip(runs, entries, strict=True)]
-    print(table(rows, ["id", "when", "model", "tokens", "tok/s", "TTFT s", "of"]))
+    print(table(rows, ["id", "when", "model", "tokens", "tok/s", "TTFT s", "MiB/tok",
+                       "ppl", "KL nats", "agree %", "of"]))
+    if any(e.cost is not None for e in entries):
+        print("ppl, KL and agreement: scored runs (`workbench score`) against their lossless "
+              "reference, with 95 % intervals")
     return 0
 
 
@@ -119,6 +124,24 @@ _SUMMARY = (  # (RunSummary field, label, format)
     ("moe_read_mib", "experts read MiB", ".1f"), ("majflt_per_token", "major faults/token", ".2f"),
     ("cpu_s_per_token", "CPU s/token", ".4f"), ("stop_reason", "stopped by", "s"),
 )
+
+
+def _cost_cells(cost: Any) -> list[str]:
+    """A scored run's perplexity, KL and agreement with intervals; "—" for any other run."""
+    from workbench.bench.compare import format_interval
+
+    if cost is None:
+        return ["—"] * 3
+    return [format_interval(iv, digits=3) for iv in (cost.ppl, cost.kl_mean, cost.agreement_pct)]
+
+
+def _cost_json(cost: Any) -> dict[str, Any] | None:
+    if cost is None:
+        return None
+    return {"ppl": _interval(cost.ppl), "ppl_ratio": _interval(cost.ppl_ratio),
+            "kl_mean": _interval(cost.kl_mean), "kl_p95": _interval(cost.kl_p95),
+            "agreement_pct": _interval(cost.agreement_pct), "speedup": cost.speedup,
+            "positions": cost.n_positions, "reference": cost.reference}
 
 
 def _summary_lines(run: Any) -> list[str]:
@@ -182,6 +205,7 @@ def run_show(args: argparse.Namespace) -> int:
                     "conversation": conversation, "message": run.message_id,
                     "model": run.model, "engine_version": run.engine_version,
                     "settings": run.settings, "summary": run.summary,
+                    "quality": {k: v for k, v in run.quality.items() if k != "series"},
                     "tokens": len(rows),
                     "explain": report_json(turns, f"run {run.id}", SLOW_FACTOR)["turns"]})
         return 0
@@ -192,6 +216,14 @@ def run_show(args: argparse.Namespace) -> int:
             "temp", "n_predict")
     print("settings: " + ", ".join(f"{k}={run.settings[k]}" for k in keys if k in run.settings))
     print("\n".join(_summary_lines(run)))
+    if run.scored:
+        from workbench.bench.quality_cost import QualityCost
+
+        cost = QualityCost.from_record(run.quality)
+        assert cost is not None
+        print(f"quality ({run.quality.get('text', '?')}, {run.quality.get('mode', '?')}): "
+              f"{cost.summary()}")
+        print("  " + cost.detail().replace("\n", "\n  "))
     if rows:
         print()
         print(format_report(turns, f"run {run.id}", SLOW_FACTOR, 10), end="")
@@ -218,7 +250,7 @@ def run_compare(args: argparse.Namespace) -> int:
                 raise CommandError(f"run {run_id} has no token rows to compare")
             figures.append(RunFigures.from_metrics(run_metrics(run, rows), args.trim,
                                                    source=f"run {run_id}",
-                                                   label=f"#{run_id}"))
+                                                   label=f"#{run_id}", quality=run.quality))
     result = compare(figures, group=args.group)
     if args.json:
         print_json({
@@ -229,6 +261,7 @@ def run_compare(args: argparse.Namespace) -> int:
                          "cells": [{"value": _interval(c.value), "ratio": _interval(c.ratio)}
                                    for c in row.cells]} for row in result.rows],
             "config_difference": {d.key: list(d.values) for d in result.config_diff},
+            "lossy_difference": [d.key for d in result.config_diff if d.lossy],
         })
         return 0
     print(format_table(result), end="")

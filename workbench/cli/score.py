@@ -34,6 +34,12 @@ def add_score_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--by", choices=("letter", "text"), default="letter",
                    help="--choices: score each choice's letter (default) or its whole text")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--db", metavar="FILE", type=Path,
+                   help="record the scored run in this store (default: the window's, "
+                        "workbench.db in the data folder), where the Runs page, `runs list` and "
+                        "the settings panel's costs find it")
+    p.add_argument("--no-record", action="store_true",
+                   help="print the figures only; keep no run")
     add_arguments(p)
     p.set_defaults(run=run_score_cmd)
 
@@ -77,11 +83,31 @@ def run_score_cmd(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("scoring was interrupted; nothing was scored", file=sys.stderr)
         return 130
+    run_id = None if args.no_record else _record(args, report)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps({**report.to_dict(), "run": run_id}, indent=2))
     else:
         print("\n".join(report_lines(report)))
-    return 0
+        if run_id is not None:
+            print(f"recorded as run {run_id} (`workbench runs show {run_id}`)")
+    return 0 if run_id is not None or args.no_record else 1
+
+
+def _record(args: argparse.Namespace, report) -> int | None:
+    """The scored run saved to the store; None (and one line on stderr) when it could not be:
+    the figures are printed either way."""
+    import sqlite3
+
+    from workbench.bench.quality import save_scored_run
+    from workbench.cli.store_access import CommandError, open_store
+    from workbench.store import StoreFault
+
+    try:
+        with open_store(args, create=True) as store:
+            return save_scored_run(store, report)
+    except (CommandError, StoreFault, sqlite3.Error, OSError) as exc:
+        print(f"error: the scored run was not recorded: {exc}", file=sys.stderr)
+        return None
 
 
 def _iv(iv: Interval, fmt: str = ".4f", scale: float = 1.0) -> str:

@@ -61,6 +61,8 @@ class ForcedRun:
     n_reused: int = 0  # tokens the memory already held (their positions were not decoded)
     decodes: int = 0  # llama_decode calls
     decode_ms: list[float] = field(default_factory=list)
+    # Expert bytes read by position i's decode (billed like decode_ms); empty when not streaming.
+    position_read_bytes: list[int] = field(default_factory=list)
     probe_ns: int = 0  # time spent in on_logits, outside every decode bracket
     read_bytes: int = -1  # expert bytes read from disk during the run (-1: not streaming)
     hit_rate: float = -1.0  # expert cache hit rate during the run, % (-1: not measured)
@@ -90,10 +92,12 @@ def teacher_force(parts: ForcedParts, tokens: list[int], on_logits: OnLogits, *,
     run.n_reused = kept
     pos = kept
     streaming = parts.streaming
+    last_read = decode_read = 0
     if streaming is not None:
         # Every position is read as a generated token: dropping is armed as in decode.
         streaming.start_generation(pos)
         before = streaming.streamer.counters()
+        last_read = before.read_bytes
     while pos < end:
         if parts.cancel.is_set():
             run.stopped = True
@@ -125,12 +129,17 @@ def teacher_force(parts: ForcedParts, tokens: list[int], on_logits: OnLogits, *,
                              "with --spec off")
                 break
         kv.append(fed[:n])
+        if streaming is not None:  # outside the bracket, like every probe
+            now = streaming.streamer.counters().read_bytes
+            decode_read, last_read = now - last_read, now
         p0 = time.perf_counter_ns()
         for i in range(n):
             if pos + i >= first:
                 row = ctx.logits() if len(fed) == 1 else ctx.logits_ith(i)
                 on_logits(pos + i, row)
                 run.decode_ms.append((t1 - t0) / 1e6 if i == 0 else 0.0)
+                if streaming is not None:
+                    run.position_read_bytes.append(decode_read if i == 0 else 0)
                 run.n_positions += 1
         run.probe_ns += time.perf_counter_ns() - p0
         pos += n

@@ -159,6 +159,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE run_tokens ADD COLUMN experts_reranked INTEGER NOT NULL DEFAULT -1;
     ALTER TABLE run_tokens ADD COLUMN experts_substituted INTEGER NOT NULL DEFAULT -1;
     """,
+    # 8: a scored run's quality figures (bench/quality.py: perplexity, KL, agreement with their
+    # intervals, the reference's settings, the per-position series); '{}' for a run that was
+    # not scored, which every run before this step was.
+    """
+    ALTER TABLE runs ADD COLUMN quality TEXT NOT NULL DEFAULT '{}';
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -144,13 +144,15 @@ class QtRunsPage(QWidget):
         loop = asyncio.get_running_loop()
         for key in keys:
             entry = self.entries.get(key) or self.imported[key][0]
+            quality: dict[str, Any] = {}
             if key in self.imported:
                 mf = self.imported[key][1]
             else:
                 rid = entry.run_id
                 run, rows = await self.call(lambda s, r=rid: (s.get_run(r), s.token_rows(r)))
                 mf = await loop.run_in_executor(None, run_metrics, run, rows)
-            out.append(LoadedRun(_unique(entry.label, out), mf, entry.path or ""))
+                quality = run.quality  # a scored run's figures join the compare table
+            out.append(LoadedRun(_unique(entry.label, out), mf, entry.path or "", quality))
         return out
 
     async def compare(self, keys: list[str]) -> CompareTable | None:
