@@ -68,6 +68,7 @@ CASES: dict[tuple[str, str], list[str]] = {
     ("bench policy", "-m"): ["-m", "{fifo}"],
     ("score", "text"): ["{fifo}"],
     ("score", "--choices"): ["--choices", "{fifo}"],
+    ("score", "--db"): ["--db", "{fifo}"],
 }
 for command in ("conversations list", "conversations show", "conversations export",
                 "conversations import", "conversations delete", "runs list", "runs show",

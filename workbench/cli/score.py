@@ -60,6 +60,14 @@ def run_score_cmd(args: argparse.Namespace) -> int:
     if args.batched < 0:
         print("error: --batched must be a number of positions, 2 or more", file=sys.stderr)
         return 2
+    if args.db is not None and not args.no_record:
+        from workbench.file_kind import regular_file
+
+        try:  # refused before minutes of scoring, not after
+            regular_file(args.db, "a store file")
+        except OSError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     if args.choices is not None:
         return _run_choices(args, config)
     path = args.text or quality.default_text_path()
