@@ -1,16 +1,22 @@
 """A scored run's cost in words and figures, read back from what the store keeps of it
 (Run.quality, written by QualityReport.quality_record): the Runs list's columns, `runs list`,
-and the settings panel's "KL 0.031, ppl +2.4 %, 1.9x faster"."""
+and the settings panel's "KL 0.031, ppl +2.4 %, 1.9x faster" (`measured_cost` finds the run
+that priced a configuration)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from workbench.bench.compare import format_interval
+from workbench.bench.lossy import LOSSY_NAMES
 from workbench.bench.stats import Interval
+from workbench.config import SETTINGS, Config
+
+_DEFAULTS = {s.name: s.default for s in SETTINGS}
 
 NOT_SCORED = Interval(math.nan, math.nan, math.nan)
 
@@ -76,3 +82,42 @@ class QualityCost:
 
 def _g(x: float) -> str:
     return "—" if not math.isfinite(x) else f"{x:.2g}" if abs(x) < 0.01 and x else f"{x:.3f}"
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredCost:
+    """The last scored run of a configuration's lossy levers on a model, and its cost."""
+
+    run_id: int
+    created_at: float
+    cost: QualityCost
+    settings: dict[str, Any]  # the scored run's every setting (its cache, its threads)
+
+    def tooltip(self) -> str:
+        cache = self.settings.get("cache_mb")
+        where = f", expert cache {cache} MiB" if self.settings.get("moe_stream") else ""
+        return f"Measured by run #{self.run_id}{where}.\n{self.cost.detail()}"
+
+
+def _same_model(settings: Mapping[str, Any], model: str) -> bool:
+    stored = str(settings.get("model") or "")
+    if stored == model:  # "" is the bundled model
+        return True
+    if not stored or not model:
+        return False
+    return Path(stored).expanduser().resolve() == Path(model).expanduser(
+    ).resolve()
+
+
+def measured_cost(runs: Iterable[Any], config: Config) -> MeasuredCost | None:
+    """The newest scored run (store Runs, newest first) of `config`'s model whose lossy levers
+    all equal `config`'s: what the settings panel shows as their cost. None: not measured.
+    Lossless settings (cache size, policy, threads) may differ: they change speed, not what the
+    model computes, and the tooltip names the cache the run had."""
+    for run in runs:
+        cost = QualityCost.from_record(getattr(run, "quality", None))
+        if cost is None or not _same_model(run.settings, config.model):
+            continue
+        if all(run.settings.get(n, _DEFAULTS[n]) == getattr(config, n) for n in LOSSY_NAMES):
+            return MeasuredCost(int(run.id), float(run.created_at), cost, dict(run.settings))
+    return None

@@ -177,12 +177,13 @@ class RunOps:
         model_hash: str | None = None,
         since: float | None = None,
         until: float | None = None,
+        scored: bool | None = None,
         limit: int | None = None,
     ) -> list[Run]:
         """Runs, newest first, narrowed by any of the filters (all must hold).
 
         headless=True keeps runs without a message, False those with one; since/until bound
-        created_at (inclusive).
+        created_at (inclusive); scored=True keeps the runs with quality figures.
         """
         where: list[str] = []
         params: list[object] = []
@@ -200,6 +201,8 @@ class RunOps:
         if model_hash is not None:
             where.append("json_extract(r.model, '$.fast_hash') = ?")
             params.append(model_hash)
+        if scored is not None:  # kept its quality figures (a scored run) or not
+            where.append("r.quality != '{}'" if scored else "r.quality = '{}'")
         if since is not None:
             where.append("r.created_at >= ?")
             params.append(since)
