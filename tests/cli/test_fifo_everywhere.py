@@ -63,6 +63,8 @@ CASES: dict[tuple[str, str], list[str]] = {
     ("conversations import", "file"): ["{fifo}"],
     ("bench matrix", "--preset-file"): ["--preset-file", "{fifo}"],
     ("bench matrix", "--prompts"): ["--prompts", "{fifo}"],
+    ("bench matrix", "--score-text"): ["--score", "--score-text", "{fifo}", "--preset",
+                                       "a=n_threads=1", "--preset", "b=n_threads=2"],
     ("bench stream", "-m"): ["-m", "{fifo}"],
     ("bench drop", "-m"): ["-m", "{fifo}"],
     ("bench policy", "-m"): ["-m", "{fifo}"],

@@ -286,6 +286,15 @@ def add_matrix_parser(kinds: argparse._SubParsersAction) -> None:
     matrix.add_argument("-o", "--out", type=Path, metavar="DIR",
                         help="output directory, made if missing (its parent must exist; "
                              "default: a new one under the data directory)")
+    matrix.add_argument("--score", action="store_true",
+                        help="also score every arm's quality against its lossless reference "
+                             "(perplexity, KL, agreement) and print speed vs KL with the Pareto "
+                             "front (quality.txt, quality.json, pareto.svg)")
+    matrix.add_argument("--score-text", type=Path, metavar="FILE",
+                        help="--score: the UTF-8 text to read (default: the bundled reference "
+                             "text)")
+    matrix.add_argument("--score-tokens", type=int, default=256, metavar="N",
+                        help="--score: positions of the text scored per arm (256)")
     add_arguments(matrix)
     matrix.set_defaults(run=checked(run_matrix_cmd))
 
@@ -312,6 +321,7 @@ def run_matrix_cmd(args: argparse.Namespace) -> int:
             warmup=args.warmup, order=args.order, seed=args.order_seed,
             fresh_process=args.fresh_process, cold=args.cold, trim=args.trim,
             make_parents=args.out is None,  # the default is under the data directory: ours
+            score=args.score, score_text=args.score_text, score_tokens=args.score_tokens,
         )
         result = run_matrix(plan, log=log)
     except (PresetError, ArmError, OSError) as exc:
@@ -321,7 +331,8 @@ def run_matrix_cmd(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(result.text, end="")
-    log(f"{len(result.runs)} metrics files, matrix.json and compare.txt in {out}")
+    scored = ", quality.txt, quality.json, pareto.svg" if result.quality else ""
+    log(f"{len(result.runs)} metrics files, matrix.json and compare.txt{scored} in {out}")
     return 0
 
 
