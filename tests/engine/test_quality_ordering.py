@@ -23,6 +23,7 @@ usually, not always, scores a higher KL.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +58,7 @@ def test_more_aggressive_dropping_never_scores_lower_kl_where_it_holds_by_constr
         one_layer_moe):
     kls = {frac: _kl(one_layer_moe, frac) for frac in FRACS}
     assert (kls[0.0] == 0.0).all()  # off is lossless
-    for lower, higher in zip(FRACS, FRACS[1:], strict=False):
+    for lower, higher in pairwise(FRACS):
         a, b = kls[lower], kls[higher]
         assert a.size == b.size > 100
         worse = np.flatnonzero(b < a)
