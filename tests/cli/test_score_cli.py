@@ -29,6 +29,11 @@ def test_score_prints_the_figures_as_json(tiny_moe_path, tmp_path, capsys):
     assert len(run.quality["series"]["kl"]) == 24
     assert "moe_stream" not in reference and "n_expert_used" not in reference
     assert run.run_summary().n_generated == 24 and all(r["read_bytes"] >= 0 for r in rows)
+    # The text each position predicts, in order (the tiny model's byte vocabulary spells a space
+    # as SentencePiece's U+2581, which it has no token to turn back; cut at 24 positions, the
+    # last character is incomplete and reads as U+FFFD).
+    pieces = "".join(r["piece"] for r in rows).replace("\u2581", " ").rstrip("\ufffd")
+    assert pieces.strip() and pieces.strip() in text.read_text()
     assert main(["runs", "list", "--db", str(tmp_path / "w.db")]) == 0
     assert "score" in capsys.readouterr().out
 

@@ -308,6 +308,10 @@ def test_bench_matrix_runs_with_progress_and_opens_in_compare(qtbot, run, tmp_pa
         run(db.close())
 
 
+def run_quality_kl(db, run, run_id: int) -> list[float]:
+    return run(db.call(lambda s: s.get_run(run_id))).quality["series"]["kl"]
+
+
 def test_the_runs_page_shows_scored_runs_quality_and_compares_it(qtbot, run, tmp_path):
     """A scored run (`workbench score`) in the list: perplexity, KL and agreement with their
     intervals beside tok/s and reads; compared, the table gains the quality rows and the view
@@ -344,5 +348,21 @@ def test_the_runs_page_shows_scored_runs_quality_and_compares_it(qtbot, run, tmp
                                            for r in range(view.config_diff.rowCount())]
         assert "n_expert_used" in view.cause.text() and not view.cause.isHidden()
         assert view.summary.text_at("agree_pct", 2) != "—"
+        # The per-position KL lane: brushed, it says what the stretch cost and which text.
+        overlay = view.overlay
+        assert overlay.metric.findData("kl") >= 0 and overlay.worst_button.isEnabled()
+        found = overlay.select_worst()
+        assert overlay.metric_key == "kl" and overlay.region is not None
+        kl = np.asarray(run_quality_kl(db, run, light))
+        first, last = found[0].first, found[0].last
+        assert last - first + 1 == 16 and found[0].kl_mean == pytest.approx(
+            kl[first:last + 1].mean())
+        assert found[0].kl_mean >= kl.mean()  # the worst stretch is at least average
+        assert f"w{first} w{first + 1}" in overlay.readout.text()
+        assert "KL mean" in overlay.readout.text() and not overlay.readout.isHidden()
+        brushed = overlay.select_span(2.2, 5.8)  # Shift+drag reports x; whole positions 3..5
+        assert [(s.first, s.last) for s in brushed] == [(3, 5), (3, 5)]
+        overlay.clear_span()
+        assert overlay.readout.isHidden() and overlay.region is None
     finally:
         run(db.close())

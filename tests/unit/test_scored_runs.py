@@ -53,7 +53,7 @@ def report(noise: float, seed: int = 0, **settings: object) -> QualityReport:
         text_name="t.txt", n_text_tokens=N + 1, n_scored=N, notes=[],
         mode="one token per decode", setting=ArmRun("setting", dict(settings), forced),
         reference=ArmRun("reference", {}, ref_run), series=series, figures=figures(series),
-        info=_info(**settings), n_ctx=256)
+        info=_info(**settings), n_ctx=256, pieces=[f" w{i}" for i in range(N)])
 
 
 def test_a_scored_run_keeps_its_figures_rows_and_summary(tmp_path: Path):
@@ -66,6 +66,7 @@ def test_a_scored_run_keeps_its_figures_rows_and_summary(tmp_path: Path):
     assert run.n_token_rows == N and [r["wall_ms"] for r in rows] == rep.setting.forced.decode_ms
     assert all(r["read_bytes"] == 1 << 20 for r in rows)
     assert all(r["cpu_ms"] == -1 for r in rows)  # not probed: unmeasured, never 0
+    assert [r["piece"] for r in rows[:2]] == [" w0", " w1"]  # the text each position predicts
     cost = QualityCost.from_record(run.quality)
     assert cost is not None and cost.n_positions == N
     assert cost.kl_mean.estimate == pytest.approx(rep.figures.kl_mean.estimate)

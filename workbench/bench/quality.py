@@ -12,7 +12,7 @@ from __future__ import annotations
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +119,7 @@ class QualityReport:
     figures: QualityFigures
     info: RunInfo | None = None  # the setting's session's run info (what a stored run keeps)
     n_ctx: int = -1
+    pieces: list[str] = field(default_factory=list)  # each scored position's true next token
 
     @property
     def kl_ms_per_position(self) -> float:
@@ -169,7 +170,8 @@ class QualityReport:
         return [TokenMetrics(step=i + 1, steps=len(f.decode_ms), turn=0, wall_ms=ms,
                              cpu_ms=UNMEASURED, majflt=-1, majflt_mib=UNMEASURED,
                              loop_overhead_ms=UNMEASURED, read_bytes=read,
-                             token_id=targets[i] if i < len(targets) else -1)
+                             token_id=targets[i] if i < len(targets) else -1,
+                             piece=self.pieces[i] if i < len(self.pieces) else "")
                 for i, (ms, read) in enumerate(zip(f.decode_ms, reads, strict=True))]
 
     def run_summary(self) -> RunSummary:
@@ -238,6 +240,7 @@ def score_text(setting: Config, text: str, *, text_name: str = "text",
     with tempfile.TemporaryDirectory(prefix="workbench-quality-") as folder:
         with opened(reference) as session:
             tokens, n_text = on_engine(lambda: _tokens(session, text, max_tokens, notes))
+            pieces = on_engine(lambda: session.pieces(tokens[1:]))  # the scored targets
             n = len(tokens) - 1
             rows = _ReferenceRows(n, folder)
             ref_run = _read(session, "reference", tokens, rows.put, batched, progress, stop)
@@ -259,7 +262,7 @@ def score_text(setting: Config, text: str, *, text_name: str = "text",
         text_name=text_name, n_text_tokens=n_text, n_scored=series.n, notes=notes, mode=mode,
         setting=ArmRun("setting", setting.diff_from_defaults(), set_run),
         reference=ArmRun("reference", reference.diff_from_defaults(), ref_run),
-        series=series, figures=figures(series), info=info, n_ctx=n_ctx,
+        series=series, figures=figures(series), info=info, n_ctx=n_ctx, pieces=pieces,
     )
 
 

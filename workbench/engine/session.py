@@ -9,6 +9,7 @@ conversation; each turn's prefill and decode loop is `turn_loop.py`.
 
 from __future__ import annotations
 
+import codecs
 import threading
 import time
 from collections.abc import Callable
@@ -418,6 +419,19 @@ class Session:
                 self._cancel.clear()
                 if p.abort is not None:
                     p.abort.clear()
+
+    def pieces(self, tokens: list[int]) -> list[str]:
+        """Each token's text in sequence, as generation gives it (a scored run's rows): decoded
+        incrementally like the turn loop's, so a character split over byte tokens is the text
+        of the token that completes it ("" for the others)."""
+        self._thread.check("pieces")
+        model = self._p.model
+        assert model is not None
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        out = [utf8.decode(model.token_to_piece(t, special=False)) for t in tokens]
+        if out:
+            out[-1] += utf8.decode(b"", final=True)
+        return out
 
     def tokenize(self, text: str, *, bos: bool = True) -> list[int]:
         """`text` as the model's tokens, plain text (special tokens are not parsed)."""
