@@ -6,6 +6,7 @@ No model: the reports are built from synthetic logits, as a scorer would build t
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from pathlib import Path
 
@@ -149,3 +150,14 @@ def test_runs_list_and_compare_from_the_command_line(tmp_path: Path, capsys):
     assert "drop_cold_frac (lossy)" in out and "comes from drop_cold_frac" in out
     assert main(["runs", "show", str(b), "--db", str(db)]) == 0
     assert "quality (t.txt" in capsys.readouterr().out
+
+
+def test_a_damaged_quality_record_reads_as_not_scored():
+    from workbench.bench.figures import quality_series
+
+    for damaged in ({"series": "nonsense"}, {"series": {"kl": ["a", "b"]}}, {"series": None},
+                    {"figures": "x"}, None):
+        assert all(v.size == 0 for v in quality_series(damaged).values())
+    cost = QualityCost.from_record({"figures": {"kl_mean": "x"}})
+    assert cost is not None and math.isnan(cost.kl_mean.estimate)  # unmeasured, never 0
+    assert QualityCost.from_record({"figures": "x"}) is None

@@ -172,10 +172,22 @@ def run_config(mf: MetricsFile) -> dict[str, str]:
     return dict(mf.preamble)
 
 
-def quality_series(quality: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
-    """The quality figures' series from a scored run's record (empty for any other run)."""
-    stored = (quality or {}).get("series") or {}
-    return {name: np.asarray(stored.get(name, ()), dtype=float) for name in QUALITY_SERIES}
+def quality_series(quality: Mapping[str, Any] | None,
+                   names: tuple[str, ...] = QUALITY_SERIES) -> dict[str, np.ndarray]:
+    """The per-position series (the quality figures' by default) from a scored run's record
+    (empty for any other run)."""
+    stored = (quality or {}).get("series")
+    return {name: _floats(stored.get(name) if isinstance(stored, Mapping) else None)
+            for name in names}
+
+
+def _floats(values: object) -> np.ndarray:
+    """A stored series as floats; one that is not a list of numbers (a damaged or hand-edited
+    record) reads as not scored rather than failing the whole compare."""
+    try:
+        return np.asarray(values if values is not None else (), dtype=float).ravel()
+    except (TypeError, ValueError):
+        return np.empty(0)
 
 
 @dataclass

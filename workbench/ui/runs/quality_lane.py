@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workbench.bench.figures import quality_series
 from workbench.ui.runs.curves import Metric, series
 from workbench.ui.runs.entries import LoadedRun
 
@@ -29,8 +30,7 @@ def run_series(run: LoadedRun, key: str) -> np.ndarray:
     """A per-position series: quality keys from the stored run's series (empty for a run that
     was not scored), the rest from its metrics file."""
     if key in QUALITY_KEYS:
-        stored = (run.quality.get("series") or {}).get(key) or []
-        return np.asarray(stored, dtype=float)
+        return quality_series(run.quality, (key,))[key]
     return series(run.metrics, key)
 
 

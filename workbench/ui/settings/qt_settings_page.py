@@ -9,6 +9,8 @@ whenever a model opens elsewhere. A lossy setting's Price it scores in the backg
 
 from __future__ import annotations
 
+import asyncio
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 
@@ -54,7 +56,11 @@ class QtSettingsPage(QWidget):
 
     def set_config(self, config: Config) -> None:
         self.panel.set_config(config)
-        self.tasks.spawn(self.refresh_costs(), name="costs")  # a scored run may be newer
+        try:  # a scored run may be newer (a `workbench score` meanwhile); start() reads them
+            asyncio.get_running_loop()  # the first time, so before the loop runs there is
+        except RuntimeError:  # nothing to refresh
+            return
+        self.tasks.spawn(self.refresh_costs(), name="costs")
 
     async def refresh_costs(self) -> None:
         """The scored runs the lossy settings' costs come from (newest first)."""
