@@ -68,6 +68,8 @@ CASES: dict[tuple[str, str], list[str]] = {
     ("bench stream", "-m"): ["-m", "{fifo}"],
     ("bench drop", "-m"): ["-m", "{fifo}"],
     ("bench policy", "-m"): ["-m", "{fifo}"],
+    ("bench curve", "-m"): ["-m", "{fifo}"],
+    ("bench curve", "--text"): ["--text", "{fifo}"],
     ("score", "text"): ["{fifo}"],
     ("score", "--choices"): ["--choices", "{fifo}"],
     ("score", "--db"): ["--db", "{fifo}"],
