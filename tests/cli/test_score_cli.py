@@ -48,3 +48,44 @@ def test_score_refuses_a_fifo_and_batches_of_dropping(tmp_path, capsys):
     assert main(["score", str(text), "--batched", "8", "--moe-stream", "--cache-mb", "64",
                  "--drop-cold-frac", "0.5"]) == 1
     assert "batch routes every position" in capsys.readouterr().err
+
+
+def test_score_choices_is_recorded_as_a_run(tiny_moe_path, tmp_path, capsys):
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(
+        '{"question": "Two and two?", "choices": ["four", "five"], "answer": 0}\n'
+        '{"question": "Sky colour?", "choices": ["green", "blue", "red"], "answer": "B"}\n'
+        '{"question": "Ice is?", "choices": ["hot", "cold"], "answer": "cold"}\n')
+    db = tmp_path / "w.db"
+    rc = main(["score", "--choices", str(questions), "-m", str(tiny_moe_path), "-t", "1",
+               "--no-chat-template", "-c", "256", "--moe-stream", "--n-expert-used", "1",
+               "--json", "--db", str(db)])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    with Store.open(db) as store:
+        run = store.get_run(out["run"])
+    assert run.label == "choices" and run.message_id is None
+    assert run.settings["n_expert_used"] == 1
+    record = run.quality["choices"]
+    for key in ("accuracy_setting", "accuracy_reference", "lost_lines", "gained_lines",
+                "mcnemar_p", "n_questions"):
+        assert record[key] == out[key], key
+    assert "n_expert_used" not in record["reference"]  # the lossless reference's settings
+    assert not run.scored  # no text figures: nothing reads it as a scored text
+    summary = run.run_summary()
+    assert summary is not None and summary.n_generated > 0 and summary.gen_seconds > 0
+    acc = 100 * out["accuracy_setting"][0]
+    assert main(["runs", "list", "--db", str(db)]) == 0
+    listed = capsys.readouterr().out
+    assert "headless choices: q.jsonl, 3 questions: accuracy" in listed
+    assert f"{acc:.1f} %" in listed and "McNemar p=" in listed
+    assert main(["runs", "show", str(run.id), "--db", str(db)]) == 0
+    assert "choices (letter): q.jsonl, 3 questions" in capsys.readouterr().out
+    assert main(["runs", "list", "--json", "--db", str(db)]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["choices"]["mcnemar_p"] == out["mcnemar_p"]
+    # --no-record keeps nothing.
+    assert main(["score", "--choices", str(questions), "-m", str(tiny_moe_path), "-t", "1",
+                 "--no-chat-template", "-c", "256", "--no-record", "--db", str(db)]) == 0
+    capsys.readouterr()
+    with Store.open(db) as store:
+        assert len(store.list_runs()) == 1

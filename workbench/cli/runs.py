@@ -80,6 +80,7 @@ def _fmt(value: float, spec: str) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from workbench.bench.choices import stored_choices_line
     from workbench.ui.runs.entries import entry_from_run
 
     headless = True if args.headless else False if args.chat else None
@@ -97,6 +98,8 @@ def run_list(args: argparse.Namespace) -> int:
                      "model": e.model, "tokens": e.n_tokens, "tok_s": e.tok_s,
                      "ttft_s": e.ttft_s, "read_mib": e.read_mib, "kind": e.kind,
                      "quality": _cost_json(e.cost),
+                     "choices": r.quality.get("choices") if stored_choices_line(r.quality)
+                     else None,
                      "conversation": conversation_of.get(r.id),
                      "message": r.message_id, "interrupted": r.interrupted}
                     for r, e in zip(runs, entries, strict=True)])
@@ -107,7 +110,8 @@ def run_list(args: argparse.Namespace) -> int:
     rows = [[str(r.id), when(r.created_at), e.model or "?", str(e.n_tokens), _fmt(e.tok_s, ".1f"),
              _fmt(e.ttft_s, ".2f"), _fmt(e.read_mib, ".2f"), *_cost_cells(e.cost),
              f"conversation {conversation_of[r.id]}" if r.id in conversation_of
-             else "headless" + (f" {r.label}" if r.label else "")]
+             else "headless" + (f" {r.label}" if r.label else "")
+             + (f": {line}" if (line := stored_choices_line(r.quality)) else "")]
             for r, e in zip(runs, entries, strict=True)]
     print(table(rows, ["id", "when", "model", "tokens", "tok/s", "TTFT s", "MiB/tok",
                        "ppl", "KL nats", "agree %", "of"]))
@@ -224,6 +228,10 @@ def run_show(args: argparse.Namespace) -> int:
         print(f"quality ({run.quality.get('text', '?')}, {run.quality.get('mode', '?')}): "
               f"{cost.summary()}")
         print("  " + cost.detail().replace("\n", "\n  "))
+    from workbench.bench.choices import stored_choices_line
+
+    if line := stored_choices_line(run.quality):
+        print(f"choices ({run.quality['choices'].get('by', '?')}): {line}")
     if rows:
         print()
         print(format_report(turns, f"run {run.id}", SLOW_FACTOR, 10), end="")

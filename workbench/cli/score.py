@@ -101,9 +101,9 @@ def run_score_cmd(args: argparse.Namespace) -> int:
     return 0 if run_id is not None or args.no_record else 1
 
 
-def _record(args: argparse.Namespace, report) -> int | None:
-    """The scored run saved to the store; None (and one line on stderr) when it could not be:
-    the figures are printed either way."""
+def _record(args: argparse.Namespace, report, save=None) -> int | None:
+    """The scored run saved to the store (by `save`, default the scored text's saver); None
+    (and one line on stderr) when it could not be: the figures are printed either way."""
     import sqlite3
 
     from workbench.bench.quality import save_scored_run
@@ -112,7 +112,7 @@ def _record(args: argparse.Namespace, report) -> int | None:
 
     try:
         with open_store(args, create=True) as store:
-            return save_scored_run(store, report)
+            return (save or save_scored_run)(store, report)
     except (CommandError, StoreFault, sqlite3.Error, OSError) as exc:
         print(f"error: the scored run was not recorded: {exc}", file=sys.stderr)
         return None
@@ -181,5 +181,11 @@ def _run_choices(args: argparse.Namespace, config: Config) -> int:
     except KeyboardInterrupt:
         print("scoring was interrupted; nothing was scored", file=sys.stderr)
         return 130
-    print(json.dumps(report.to_dict(), indent=2) if args.json else "\n".join(report.lines()))
-    return 0
+    run_id = None if args.no_record else _record(args, report, choices.save_choices_run)
+    if args.json:
+        print(json.dumps({**report.to_dict(), "run": run_id}, indent=2))
+    else:
+        print("\n".join(report.lines()))
+        if run_id is not None:
+            print(f"recorded as run {run_id} (`workbench runs show {run_id}`)")
+    return 0 if run_id is not None or args.no_record else 1
