@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.bench.compare import format_interval
-from workbench.bench.matrix_quality import pareto_front
+from workbench.bench.matrix_quality import QUALITY_HEADER, grid_lines, pareto_front, quality_cells
 from workbench.bench.quality import QualityReport, read_text, score_text
 from workbench.bench.stats import Interval
 from workbench.config import SETTINGS, Config
@@ -117,19 +117,11 @@ def run_curve(model: Path, text_path: Path, *, tokens: int = DEFAULT_CURVE_TOKEN
 
 def format_curve(curve: Curve) -> str:
     """The curve as a plain-text table; * marks the Pareto front."""
-    grid = [["arm", "tok/s", "MiB read/token", "KL mean nats", "KL p95", "perplexity ratio",
-             "top-1 agree %", "front"]]
-    for p in curve.points:
-        f = p.report.figures
-        agree = Interval(100 * f.agreement.estimate, 100 * f.agreement.low,
-                         100 * f.agreement.high)
-        mib = f"{p.mib_per_token:.2f}" if p.mib_per_token >= 0 else "-"
-        grid.append([p.arm, format_interval(p.tok_s), mib, format_interval(f.kl_mean),
-                     format_interval(f.kl_p95), format_interval(f.ppl_ratio),
-                     format_interval(agree), "*" if p.pareto else ""])
-    widths = [max(len(row[i]) for row in grid) for i in range(len(grid[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-             for row in grid]
+    grid = [["arm", "tok/s", "MiB read/token", *QUALITY_HEADER, "front"]]
+    grid += [[p.arm, format_interval(p.tok_s),
+              f"{p.mib_per_token:.2f}" if p.mib_per_token >= 0 else "-",
+              *quality_cells(p.report), "*" if p.pareto else ""] for p in curve.points]
+    lines = grid_lines(grid)
     n = sorted({p.report.n_scored for p in curve.points})
     text = curve.points[0].report.text_name if curve.points else "?"
     return (f"Speed/quality curve of {curve.model}: expert cache {curve.cache_mb} MiB (about "

@@ -80,20 +80,30 @@ def arm_qualities(table: CompareTable, reports: dict[str, QualityReport]) -> lis
             for name, report in reports.items()]
 
 
+QUALITY_HEADER = ["KL mean nats", "KL p95", "perplexity ratio", "top-1 agree %"]
+
+
+def quality_cells(report: QualityReport) -> list[str]:
+    """A scored arm's QUALITY_HEADER cells, each with its interval."""
+    f = report.figures
+    agree = Interval(100 * f.agreement.estimate, 100 * f.agreement.low, 100 * f.agreement.high)
+    return [format_interval(f.kl_mean), format_interval(f.kl_p95), format_interval(f.ppl_ratio),
+            format_interval(agree)]
+
+
+def grid_lines(grid: list[list[str]]) -> list[str]:
+    """Rows of cells as aligned plain-text lines."""
+    widths = [max(len(row[i]) for row in grid) for i in range(len(grid[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            for row in grid]
+
+
 def format_quality(rows: list[ArmQuality]) -> str:
     """The speed-vs-quality table as plain text; * marks the Pareto front."""
-    grid = [["arm", "tok/s", "KL mean nats", "KL p95", "perplexity ratio", "top-1 agree %",
-             "front"]]
-    for r in rows:
-        f = r.report.figures
-        agree = Interval(100 * f.agreement.estimate, 100 * f.agreement.low,
-                         100 * f.agreement.high)
-        grid.append([r.arm, format_interval(r.tok_s), format_interval(f.kl_mean),
-                     format_interval(f.kl_p95), format_interval(f.ppl_ratio),
-                     format_interval(agree), "*" if r.pareto else ""])
-    widths = [max(len(row[i]) for row in grid) for i in range(len(grid[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-             for row in grid]
+    grid = [["arm", "tok/s", *QUALITY_HEADER, "front"]]
+    grid += [[r.arm, format_interval(r.tok_s), *quality_cells(r.report), "*" if r.pareto else ""]
+             for r in rows]
+    lines = grid_lines(grid)
     n = {r.report.n_scored for r in rows}
     text = next(iter(rows)).report.text_name if rows else "?"
     return ("Speed and quality: decode tok/s of the matrix's repeats; KL, perplexity ratio and "
