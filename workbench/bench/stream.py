@@ -384,9 +384,10 @@ def routing(model: Path, *, n_tokens: int, threads: int, log: Log) -> str:
     real = route_stats.routing_figures(loads, traced.weights, n_expert=n_expert,
                                        n_expert_used=facts.n_expert_used, n_layers=n_layers)
     checks = route_stats.against(real)
-    calibration = ("stream routing vs real (the Qwen3-30B-A3B trace, route_stats.REAL_QWEN3_30B): "
-                   + " ".join(f"{c.name}={c.measured:.3f}({c.target:g}"
-                              f"{'~' if c.ok else '!'})" for c in checks)
+    calibration = ("stream routing vs real (measured/target, ~ within tolerance, ! not; the "
+                   "Qwen3-30B-A3B trace, route_stats.REAL_QWEN3_30B): "
+                   + " ".join(f"real_{c.name}={c.measured:.3f}/{c.target:g}"
+                              f"{'~' if c.ok else '!'}" for c in checks)
                    + f" within_tolerance={sum(c.ok for c in checks)}/{len(checks)}")
     return (f"stream routing distinct_tokens={len(set(generated))} "
             f"distinct_share={route_stats.distinct_share(generated):.3f} "
