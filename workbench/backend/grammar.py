@@ -192,15 +192,20 @@ class Picker:
     """One turn's token picker: grammar (optional), filters, pick; see the module docstring."""
 
     def __init__(self, model: Model, chain: ChainSettings, *, grammar: str = "",
-                 root: str = "root", n_top: int = 0) -> None:
+                 root: str = "root", n_top: int = 0, triggers: tuple[str, ...] = ()) -> None:
         self._n_top = n_top
         self._grammar: int | None = None
         self._filters: int | None = None
         self._pick: int | None = None
         self.grammar_ns = 0  # the grammar's apply and accept time, summed over the turn
         self.last_grammar_ns = 0  # ... for the last pick alone
-        if grammar:
+        if grammar and triggers:  # lazy: free until the text matches a trigger pattern
+            patterns = (ctypes.c_char_p * len(triggers))(*(t.encode() for t in triggers))
+            ptr = ll.llama_sampler_init_grammar_lazy_patterns(
+                model.vocab, grammar.encode(), root.encode(), patterns, len(triggers), None, 0)
+        elif grammar:
             ptr = ll.llama_sampler_init_grammar(model.vocab, grammar.encode(), root.encode())
+        if grammar:
             if not ptr:
                 raise GrammarError("llama.cpp could not parse the grammar (GBNF): check its "
                                    f"rules, and that it defines '{root}'")

@@ -12,6 +12,7 @@ from workbench.engine.images import ImageInput
 from workbench.engine.metrics import RunSummary, TokenMetrics
 from workbench.engine.prompt import Message
 from workbench.engine.token_choice import TokenChoice
+from workbench.engine.tools.calls import ToolCall, ToolCalling
 from workbench.engine.turn_settings import TurnSettings
 
 
@@ -85,6 +86,12 @@ class GenerateRequest:
     # A grammar the answer must match and the log-probabilities to report (engine/constrain.py).
     # None: free text, no log-probabilities.
     decoding: Decoding | None = None
+    # The tools the model may call this turn and how (engine/tools/); None: no tools. Calls
+    # found in the answer come back in the result's `tool_calls`.
+    tools: ToolCalling | None = None
+    # The message this turn answers when it is not the user's `text`: a tool's reply (role
+    # "tool", its tool_call_id; `text` is its content).
+    message: Message | None = None
 
     def turn_settings(self, defaults: TurnSettings) -> TurnSettings:
         """What this turn runs with: its settings (else `defaults`), its overrides applied."""
@@ -149,6 +156,10 @@ class GenerateResult:
     # answer when the turn completed (unchanged when it was stopped, failed or refused). The
     # next turn's request takes it as its history.
     history: tuple[Message, ...] = ()
+    # The tool calls the answer made (`text` is then the text around them), and why text that
+    # opened a call is not one ("": none was malformed; the text stays in `text`).
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_error: str = ""
 
     @property
     def stopped(self) -> bool:

@@ -33,6 +33,8 @@ import jinja2.ext
 import jinja2.nodes
 from jinja2.sandbox import SandboxedEnvironment
 
+from workbench.engine.tools.messages import template_calls
+
 # What the session does instead (workbench/engine/session.py): the user's text goes to the model
 # as plain text for this turn, without the conversation around it.
 FALLBACK_NOTE = "this turn is sent to the model as plain text instead"
@@ -153,6 +155,8 @@ def _template_messages(source: str, messages: list[dict[str, str]]) -> list[dict
     out: list[dict[str, Any]] = []
     for message in messages:
         m: dict[str, Any] = copy.deepcopy(dict(message))
+        if isinstance(m.get("tool_calls"), str):  # JSON text in the conversation; objects here
+            m["tool_calls"] = template_calls(m["tool_calls"])
         reasoning = m.get("reasoning_content")
         if m.get("role") == "assistant" and reasoning:
             if "thinking" not in m and "thinking" in source:
@@ -212,8 +216,11 @@ class ChatTemplate:
         *,
         add_generation_prompt: bool = True,
         enable_thinking: bool = True,
+        tools: list[dict[str, Any]] | None = None,
     ) -> str:
-        """Render ``messages`` (role, content, optional reasoning_content) to prompt text.
+        """Render ``messages`` (role, content, optional reasoning_content, tool_calls as JSON
+        text, tool_call_id) to prompt text; ``tools`` (OpenAI's declarations) become the
+        template's ``tools`` variable.
 
         See the module docstring for the BOS contract. A template that refuses a system role
         (Gemma 2) gets the system prompt folded into the first user message, as llama.cpp does.
@@ -222,10 +229,11 @@ class ChatTemplate:
             messages = _fold_system(messages)
         if not enable_thinking and _reads_soft_switch(self.source):
             messages = _add_soft_switch(messages)
-        return self._render_raw(messages, add_generation_prompt, enable_thinking)
+        return self._render_raw(messages, add_generation_prompt, enable_thinking, tools)
 
     def _render_raw(
-        self, messages: list[dict[str, str]], add_generation_prompt: bool, enable_thinking: bool
+        self, messages: list[dict[str, str]], add_generation_prompt: bool, enable_thinking: bool,
+        tools: list[dict[str, Any]] | None = None,
     ) -> str:
         try:
             template = _compile(self.source)
@@ -240,7 +248,9 @@ class ChatTemplate:
             **thinking_context(self.source, enable_thinking),
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
-        }  # "tools" stays undefined, as in Hugging Face: several templates iterate it blindly
+        }
+        if tools:  # otherwise undefined, as in Hugging Face: several templates iterate it blindly
+            context["tools"] = copy.deepcopy(tools)
         if self.source in _RUNAWAY:
             raise TemplateError(self._runaway_message())
         try:
