@@ -118,6 +118,14 @@ def _functionary_v31(c: ToolCalling) -> ToolGrammar:
     return build(c, wrap, trigger_after(parsers.FUNCTION_OPEN))
 
 
+def _firefunction(c: ToolCalling) -> ToolGrammar:
+    def wrap(c: ToolCalling, names: list[str]) -> list[str]:
+        calls = repeat(c, "call", '"," ws')
+        return [f'root ::= "functools[" ws {calls} ws "]"',
+                f"call ::= {alternatives(c, names, json_call)}"]
+    return build(c, wrap, trigger_after(parsers.FUNCTOOLS + "["))
+
+
 GENERIC_STRING = ('gen-string ::= "\\"" ( [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | '
                   '"u" [0-9a-fA-F]{4} ) )* "\\""')
 
@@ -148,10 +156,12 @@ FUNCTIONARY_V32 = ToolFormat("functionary-v3.2", parsers.parse_functionary_v32,
                              _functionary_v32, ("",))
 FUNCTIONARY_V31 = ToolFormat("functionary-v3.1", parsers.parse_functionary_v31,
                              _functionary_v31, (parsers.FUNCTION_OPEN,))
+FIREFUNCTION = ToolFormat("firefunction-v2", parsers.parse_firefunction, _firefunction,
+                          (parsers.FUNCTOOLS + "[",))
 GENERIC = ToolFormat("generic", parsers.parse_generic, _generic, ("",), generic=True)
 
 ALL_FORMATS = (HERMES, LLAMA3, MISTRAL, MISTRAL_V11, HARMONY, DEEPSEEK, DEEPSEEK_V31,
-               FUNCTIONARY_V32, FUNCTIONARY_V31, GENERIC)
+               FUNCTIONARY_V32, FUNCTIONARY_V31, FIREFUNCTION, GENERIC)
 
 
 def detect_tool_format(source: str | None) -> ToolFormat:
@@ -164,6 +174,8 @@ def detect_tool_format(source: str | None) -> ToolFormat:
         return DEEPSEEK if "```json" in src else DEEPSEEK_V31
     if parsers.MISTRAL_OPEN in src:
         return MISTRAL_V11 if "[ARGS]" in src else MISTRAL
+    if "functools[" in src:
+        return FIREFUNCTION
     if ">>>all" in src:
         return FUNCTIONARY_V32
     if parsers.FUNCTION_OPEN in src and "<|start_header_id|>" in src:

@@ -35,8 +35,11 @@ def tool_messages(messages: list[Message], source: str, calling: ToolCalling | N
     """`messages` for a template of `source`: the generic format's instructions in the system
     message, past calls and tool replies as the template can show them."""
     out = [_polyfill(m, source) for m in messages]
-    if calling is not None and calling.calls_allowed and fmt.generic:
-        text = generic_instructions(calling)
+    if calling is not None and calling.calls_allowed and (fmt.generic or "tools" not in source):
+        # The generic format's instructions; a family template that does not show tools (the
+        # DeepSeek R1 distills) gets them listed, the model's own format does the rest.
+        text = (generic_instructions(calling) if fmt.generic else "You can call these tools:\n"
+                + json.dumps([t.declared for t in calling.callable], ensure_ascii=False))
         if out and out[0].get("role") == "system":
             out[0] = {**out[0], "content": out[0].get("content", "") + "\n\n" + text}
         else:
@@ -69,15 +72,17 @@ def _arguments(text: str) -> Any:
         return text
 
 
-def template_calls(tool_calls_json: str) -> list[dict[str, Any]]:
+def template_calls(tool_calls_json: str, object_arguments: bool = True) -> list[dict[str, Any]]:
     """A message's `tool_calls` (JSON text, OpenAI's shape) as templates read them: the
-    arguments an object (templates print them with `tojson`), and `name`/`arguments` also at
-    the call's top level (Qwen's and Hermes' templates read them there)."""
+    arguments an object (templates print them with `tojson`; their JSON text when not
+    `object_arguments`), and `name`/`arguments` also at the call's top level (Qwen's and
+    Hermes' templates read them there)."""
     calls = json.loads(tool_calls_json)
     out = []
     for call in calls:
         function = dict(call.get("function", {}))
-        function["arguments"] = _arguments(function.get("arguments", "{}"))
+        if object_arguments:
+            function["arguments"] = _arguments(function.get("arguments", "{}"))
         out.append({**call, "function": function, "name": function.get("name"),
                     "arguments": function["arguments"]})
     return out

@@ -245,6 +245,23 @@ def parse_functionary_v31(text: str) -> ParsedAnswer:
     return _guarded(text, read)
 
 
+# ---- Firefunction v2: functools[{"name": ..., "arguments": {...}}, ...] ------------------------
+
+FUNCTOOLS = "functools"
+
+
+def parse_firefunction(text: str) -> ParsedAnswer:
+    def read(text: str) -> ParsedAnswer:
+        start = text.find(FUNCTOOLS + "[")
+        if start < 0:
+            return ParsedAnswer(content=text)
+        value, end = _json_at(text, start + len(FUNCTOOLS))
+        if not isinstance(value, list) or not value:
+            raise _NotACall("functools is followed by no list of calls")
+        return _done(text[:start] + text[end:], [_object_call(v) for v in value])
+    return _guarded(text, read)
+
+
 # ---- generic (any template): {"tool_calls": [{"name", "arguments"}]} or {"response": "..."} ---
 
 
