@@ -82,3 +82,23 @@ def test_the_holdback_holds_the_whole_answer_for_a_json_format():
     held = CallHoldback(("",))
     assert held.feed('{"response": "hi"}') == ""
     assert held.finish("hi") == "hi"
+
+
+def test_logprobs_leave_out_a_stop_strings_tokens():
+    from workbench.engine.token_choice import TokenChoice
+    from workbench.server.stop_filter import stop_tail_bytes
+    from workbench.server.structured import LogprobsOut
+
+    out = LogprobsOut("chat", True)
+    for piece in (b"Hello", b" wor", b"ld", b" EN", b"D tail"):
+        out.add(TokenChoice(token=0, piece=piece, logprob=-0.5))
+    text = "Hello world END tail"
+    out.cut(stop_tail_bytes(text, ("END",)))
+    # " EN" begins before the stop string: its " " is kept text, so the token stays.
+    assert [c["token"] for c in out.whole()["content"]] == ["Hello", " wor", "ld", " EN"]
+    out = LogprobsOut("chat", True)
+    for piece in (b"Hi", b" END"):
+        out.add(TokenChoice(token=0, piece=piece, logprob=-0.5))
+    out.cut(stop_tail_bytes("Hi END", (" END",)))
+    assert [c["token"] for c in out.whole()["content"]] == ["Hi"]
+    assert stop_tail_bytes("no stop", ("END",)) == 0

@@ -46,7 +46,7 @@ from workbench.server.responses import (
     completion_response,
 )
 from workbench.server.runner import Event, Generation, Runner, Started
-from workbench.server.stop_filter import StopFilter, cut_at_stop
+from workbench.server.stop_filter import StopFilter, cut_at_stop, stop_tail_bytes
 from workbench.server.structured import LogprobsOut
 from workbench.server.telemetry import RequestInfo
 from workbench.server.tools import CallHoldback
@@ -114,6 +114,7 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
                 item = await _next(generation, gone)
             if not item.ok:
                 raise _refusal(item)
+            logprobs.cut(stop_tail_bytes(item.text, call.stop))
             make = chat_response if call.kind == "chat" else completion_response
             return JSONResponse(make(info.id, model_id, int(time.time()), item, call.stop,
                                      logprobs.whole()))
@@ -150,6 +151,7 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
                     if answer or reasoning:
                         yield _sse(maker.delta(answer, reasoning, logprobs.pending()))
                 elif isinstance(item, GenerateResult):
+                    logprobs.cut(stop_tail_bytes(item.text, call.stop))
                     rest = stops.flush()
                     if held is not None:
                         held.feed(rest)
