@@ -38,108 +38,95 @@ class ToolFormat:
     in_reasoning: bool = False  # calls may be written where the reasoning parser puts them
 
 
-def _hermes(c: ToolCalling) -> ToolGrammar:
+def calls_grammar(c: ToolCalling, one: Callable[[str, str], str], root: str,
+                  triggers: tuple[str, ...], *rules: str) -> ToolGrammar:
+    """A family's grammar: `root` (GBNF naming `call`), `call` one tool's call as the family
+    writes it (`one(name, arguments_rule)`, an alternative per callable tool), more `rules`."""
     def wrap(c: ToolCalling, names: list[str]) -> list[str]:
-        one = lambda n, a: f'"<tool_call>" ws {json_call(n, a)} ws "</tool_call>"'  # noqa: E731
-        return [f"root ::= {repeat(c, 'call')}", f"call ::= {alternatives(c, names, one)}"]
-    return build(c, wrap, trigger_after(parsers.HERMES_OPEN))
+        return [f"root ::= {root}", f"call ::= {alternatives(c, names, one)}", *rules]
+    return build(c, wrap, triggers)
+
+
+def _hermes(c: ToolCalling) -> ToolGrammar:
+    return calls_grammar(c, lambda n, a: f'"<tool_call>" ws {json_call(n, a)} ws "</tool_call>"',
+                         repeat(c, "call"), trigger_after(parsers.HERMES_OPEN))
 
 
 def _llama3(c: ToolCalling) -> ToolGrammar:
-    def wrap(c: ToolCalling, names: list[str]) -> list[str]:
-        one = lambda n, a: json_call(n, a, "parameters")  # noqa: E731
-        return [f"root ::= {literal(parsers.PYTHON_TAG)}? call",
-                f"call ::= {alternatives(c, names, one)}"]
     # An answer that starts with "{" is a call (Llama 3's convention for JSON tool calls).
-    return build(c, wrap, (*trigger_after(parsers.PYTHON_TAG), r"\s*(\{)[\s\S]*"))
+    return calls_grammar(c, lambda n, a: json_call(n, a, "parameters"),
+                         f"{literal(parsers.PYTHON_TAG)}? call",
+                         (*trigger_after(parsers.PYTHON_TAG), r"\s*(\{)[\s\S]*"))
 
 
 def _mistral(c: ToolCalling) -> ToolGrammar:
-    def wrap(c: ToolCalling, names: list[str]) -> list[str]:
-        call_id = '"," ws "\\"id\\"" ws ":" ws call-id ws '
-        one = lambda n, a: json_call(n, a, extra=call_id)  # noqa: E731
-        calls = repeat(c, "call", '"," ws')
-        return [f'root ::= "[TOOL_CALLS]" ws "[" ws {calls} ws "]"',
-                f"call ::= {alternatives(c, names, one)}",
-                'call-id ::= "\\"" [a-zA-Z0-9]{9} "\\""']
-    return build(c, wrap, trigger_after(parsers.MISTRAL_OPEN))
+    call_id = '"," ws "\\"id\\"" ws ":" ws call-id ws '
+    return calls_grammar(c, lambda n, a: json_call(n, a, extra=call_id),
+                         f'"[TOOL_CALLS]" ws "[" ws {repeat(c, "call", LIST_SEP)} ws "]"',
+                         trigger_after(parsers.MISTRAL_OPEN),
+                         'call-id ::= "\\"" [a-zA-Z0-9]{9} "\\""')
 
 
 def _mistral_v11(c: ToolCalling) -> ToolGrammar:
-    def wrap(c: ToolCalling, names: list[str]) -> list[str]:
-        one = lambda n, a: f'{literal(n)} "[ARGS]" {a}'  # noqa: E731
-        return [f"root ::= {repeat(c, 'call', '')}",
-                f'call ::= "[TOOL_CALLS]" ( {alternatives(c, names, one)} )']
-    return build(c, wrap, trigger_after(parsers.MISTRAL_OPEN))
+    return calls_grammar(c, lambda n, a: f'"[TOOL_CALLS]" {literal(n)} "[ARGS]" {a}',
+                         repeat(c, "call", ""), trigger_after(parsers.MISTRAL_OPEN))
 
 
 HARMONY_OPEN = "<|channel|>commentary to="
 
 
 def _harmony(c: ToolCalling) -> ToolGrammar:
-    def wrap(c: ToolCalling, names: list[str]) -> list[str]:
-        one = lambda n, a: f'{literal(n)} " <|constrain|>json" "<|message|>" {a}'  # noqa: E731
-        return [f'root ::= {literal(HARMONY_OPEN)} "functions." ( {alternatives(c, names, one)} )']
-    return build(c, wrap, trigger_after(HARMONY_OPEN))
+    return calls_grammar(c, lambda n, a: f'{literal(n)} " <|constrain|>json" "<|message|>" {a}',
+                         f'{literal(HARMONY_OPEN)} "functions." call', trigger_after(HARMONY_OPEN))
 
 
 def _deepseek(c: ToolCalling) -> ToolGrammar:
-    def wrap(c: ToolCalling, names: list[str]) -> list[str]:
-        one = lambda n, a: (f'"<｜tool▁call▁begin｜>function<｜tool▁sep｜>" {literal(n)} '  # noqa: E731
-                            f'"\\n```json\\n" {a} "\\n```<｜tool▁call▁end｜>"')
-        return [f'root ::= "<｜tool▁calls▁begin｜>" {repeat(c, "call")} "<｜tool▁calls▁end｜>"',
-                f"call ::= {alternatives(c, names, one)}"]
-    return build(c, wrap, trigger_after(parsers.DEEPSEEK_OPEN))
+    return calls_grammar(c, lambda n, a: (
+        f'"<｜tool▁call▁begin｜>function<｜tool▁sep｜>" {literal(n)} "\\n```json\\n" {a} '
+        '"\\n```<｜tool▁call▁end｜>"'), DEEPSEEK_ROOT.format(repeat(c, "call")),
+        trigger_after(parsers.DEEPSEEK_OPEN))
 
 
 def _deepseek_v31(c: ToolCalling) -> ToolGrammar:
-    def wrap(c: ToolCalling, names: list[str]) -> list[str]:
-        one = lambda n, a: (f'"<｜tool▁call▁begin｜>" {literal(n)} "<｜tool▁sep｜>" {a} '  # noqa: E731
-                            '"<｜tool▁call▁end｜>"')
-        return [f'root ::= "<｜tool▁calls▁begin｜>" {repeat(c, "call")} "<｜tool▁calls▁end｜>"',
-                f"call ::= {alternatives(c, names, one)}"]
-    return build(c, wrap, trigger_after(parsers.DEEPSEEK_OPEN))
+    return calls_grammar(c, lambda n, a: (
+        f'"<｜tool▁call▁begin｜>" {literal(n)} "<｜tool▁sep｜>" {a} "<｜tool▁call▁end｜>"'),
+        DEEPSEEK_ROOT.format(repeat(c, "call")), trigger_after(parsers.DEEPSEEK_OPEN))
+
+
+DEEPSEEK_ROOT = '"<｜tool▁calls▁begin｜>" {} "<｜tool▁calls▁end｜>"'
 
 
 def _functionary_v32(c: ToolCalling) -> ToolGrammar:
-    def wrap(c: ToolCalling, names: list[str]) -> list[str]:
-        one = lambda n, a: f'{literal(n + chr(10))} {a}'  # noqa: E731
-        root = 'root ::= ">>>"? call ( ">>>" call )*' if c.parallel else 'root ::= ">>>"? call'
-        return [root,
-                f"call ::= {alternatives(c, names, one)}"]
+    # The generation prompt ends with ">>>": the first call starts with its name.
     starts = tuple(f"({regex_escape(t.name)}\\n)[\\s\\S]*" for t in c.callable)
-    return build(c, wrap, (*trigger_after(">>>"), *starts))
+    return calls_grammar(c, lambda n, a: f"{literal(n + chr(10))} {a}",
+                         f'">>>"? {repeat(c, "call", chr(34) + ">>>" + chr(34))}',
+                         (*trigger_after(">>>"), *starts))
 
 
 def _functionary_v31(c: ToolCalling) -> ToolGrammar:
-    def wrap(c: ToolCalling, names: list[str]) -> list[str]:
-        one = lambda n, a: f'"<function=" {literal(n)} ">" {a} "</function>"'  # noqa: E731
-        return [f"root ::= {repeat(c, 'call')}", f"call ::= {alternatives(c, names, one)}"]
-    return build(c, wrap, trigger_after(parsers.FUNCTION_OPEN))
+    return calls_grammar(c, lambda n, a: f'"<function=" {literal(n)} ">" {a} "</function>"',
+                         repeat(c, "call"), trigger_after(parsers.FUNCTION_OPEN))
 
 
 def _firefunction(c: ToolCalling) -> ToolGrammar:
-    def wrap(c: ToolCalling, names: list[str]) -> list[str]:
-        calls = repeat(c, "call", '"," ws')
-        return [f'root ::= "functools[" ws {calls} ws "]"',
-                f"call ::= {alternatives(c, names, json_call)}"]
-    return build(c, wrap, trigger_after(parsers.FUNCTOOLS + "["))
+    return calls_grammar(c, json_call, f'"functools[" ws {repeat(c, "call", LIST_SEP)} ws "]"',
+                         trigger_after(parsers.FUNCTOOLS + "["))
 
 
+LIST_SEP = '"," ws'
 GENERIC_STRING = ('gen-string ::= "\\"" ( [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | '
                   '"u" [0-9a-fA-F]{4} ) )* "\\""')
 
 
 def _generic(c: ToolCalling) -> ToolGrammar:
-    def wrap(c: ToolCalling, names: list[str]) -> list[str]:
-        calls = (f'"{{" ws "\\"tool_calls\\"" ws ":" ws "[" ws '
-                 f'{repeat(c, "call", chr(34) + "," + chr(34) + " ws")} ws "]" ws "}}"')
-        rules = [f"calls ::= {calls}", f"call ::= {alternatives(c, names, json_call)}"]
-        if c.forced:
-            return ["root ::= calls", *rules]
-        response = '"{" ws "\\"response\\"" ws ":" ws gen-string ws "}"'
-        return ["root ::= calls | response", f"response ::= {response}", GENERIC_STRING, *rules]
-    return build(c, wrap, ())  # from the first token: the whole answer is JSON
+    # From the first token, auto or not: the whole answer is one JSON object.
+    calls = (f'calls ::= "{{" ws "\\"tool_calls\\"" ws ":" ws "[" ws '
+             f'{repeat(c, "call", LIST_SEP)} ws "]" ws "}}"')
+    if c.forced:
+        return calls_grammar(c, json_call, "calls", (), calls)
+    response = 'response ::= "{" ws "\\"response\\"" ws ":" ws gen-string ws "}"'
+    return calls_grammar(c, json_call, "calls | response", (), calls, response, GENERIC_STRING)
 
 
 HERMES = ToolFormat("hermes", parsers.parse_hermes, _hermes, (parsers.HERMES_OPEN,))
