@@ -94,3 +94,13 @@ def test_a_forced_call_in_hermes_format_parses_validates_and_carries_on(hermes_s
         tools=ToolCalling((WEATHER, TIME), "none")))
     assert second.ok and second.tool_calls == () and second.text
     assert second.history[-2] == reply  # the tool's reply is in the conversation
+
+
+def test_a_trigger_whose_text_the_grammar_refuses_leaves_the_turn_free(session):
+    # llama.cpp's own lazy sampler throws through the C API here, and the process aborts.
+    free = session.generate(GenerateRequest(text=ASK, new_chat=True, n_predict=16))
+    word = re.findall(r"[A-Za-z]{4,}", free.text)[0]
+    refused = session.generate(GenerateRequest(
+        text=ASK, new_chat=True, n_predict=16,
+        decoding=Decoding(grammar='root ::= "Zzzz"', triggers=(rf"[\s\S]*?({word})[\s\S]*",))))
+    assert refused.ok and refused.text == free.text

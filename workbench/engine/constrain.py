@@ -31,7 +31,8 @@ class Decoding:
     grammar: str = ""  # GBNF the answer must match ("" none): backend.grammar.schema_to_gbnf
     grammar_root: str = "root"
     # Lazy: the grammar holds only once the generated text matches one of these patterns
-    # (llama.cpp's lazy grammar; fed from the first capture group on). Empty: from the start.
+    # (whole, as llama.cpp's lazy grammar; fed from the first capture group on: Picker).
+    # Empty: from the start.
     triggers: tuple[str, ...] = ()
     # -1: none; 0: each token's own log-probability; n > 0: plus the n likeliest alternatives.
     logprobs: int = NO_LOGPROBS
