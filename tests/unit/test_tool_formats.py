@@ -205,3 +205,40 @@ def test_each_format_grammar_names_every_callable_tool_and_is_lazy_only_for_auto
         assert grammar.triggers
     named = fmt.grammar(ToolCalling((WEATHER, TIME), "required", function="get_time"))
     assert "get_weather" not in named.gbnf and "get_time" in named.gbnf
+
+
+def _read(fmt, text: str, reasoning: str = "", calling: ToolCalling = CALLING):
+    from workbench.engine.requests import GenerateResult, StopReason
+    from workbench.engine.tools.turn import ToolTurn
+
+    result = GenerateResult(ok=True, stop_reason=StopReason.EOS, text=text, reasoning=reasoning)
+    ToolTurn(calling, fmt).read(result)
+    return result
+
+
+def test_a_read_answer_gets_ids_and_loses_the_call_markup():
+    result = _read(f.HERMES, 'Sure.<tool_call>{"name": "get_time", "arguments": {}}</tool_call>')
+    (call,) = result.tool_calls
+    assert result.text == "Sure." and call.id.startswith("call_") and len(call.id) == 29
+    assert result.tool_error == ""
+
+
+def test_a_call_to_an_undeclared_tool_stays_text():
+    text = '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>'
+    result = _read(f.HERMES, text)
+    assert result.tool_calls == () and result.text == text and "rm_rf" in result.tool_error
+    named = _read(f.HERMES, '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>',
+                  calling=ToolCalling((WEATHER, TIME), "required", function="get_weather"))
+    assert named.tool_calls == () and "get_time" in named.tool_error
+
+
+def test_gpt_oss_calls_are_found_where_the_reasoning_parser_put_them():
+    reasoning = ('Need weather.<|channel|>commentary to=functions.get_weather <|constrain|>json'
+                 '<|message|>{"city": "Paris"}')
+    result = _read(f.HARMONY, "", reasoning)
+    assert [c.name for c in result.tool_calls] == ["get_weather"]
+    assert result.reasoning == "Need weather."
+
+
+def test_the_generic_response_is_the_answer_text():
+    assert _read(f.GENERIC, '{"response": "Hi there"}').text == "Hi there"
