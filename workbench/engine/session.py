@@ -58,7 +58,7 @@ from workbench.engine.sinks import Sink
 from workbench.engine.spec.speculator import Speculator, speculator_for
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.tools.formats import ToolFormat, detect_tool_format
-from workbench.engine.tools.turn import ToolTurn, calls_json
+from workbench.engine.tools.turn import ToolTurn
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
 from workbench.engine.turn_settings import SESSION_WIDE, TurnSettings
 from workbench.moe.layout import ModelFacts
@@ -402,6 +402,8 @@ class Session:
         if calls is not None:
             calls.read(result)
         self._after_turn(turn, result, request.history)
+        if calls is not None:
+            calls.keep(result)
         result.notes.extend(prompt.notes)
         result.reprefill_reason = reprefill_reason
         self._turn_index += 1
@@ -509,7 +511,5 @@ class Session:
         result.history = history
         if result.ok and not result.stopped and turn.prompt.user_message is not None:
             assert self._p.template is not None
-            answer = assistant_history_message(result.reasoning, result.text, self._p.template)
-            if result.tool_calls:
-                answer["tool_calls"] = calls_json(result.tool_calls)
-            result.history = (*history, turn.prompt.user_message, answer)
+            result.history = (*history, turn.prompt.user_message, assistant_history_message(
+                result.reasoning, result.text, self._p.template))

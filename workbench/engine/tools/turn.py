@@ -68,3 +68,11 @@ class ToolTurn:
             result.text = parsed.content
         result.tool_calls = tuple(c if c.id else replace(c, id=new_call_id())
                                   for c in parsed.calls)
+
+    def keep(self, result: GenerateResult) -> None:
+        """The calls in the conversation after the turn: on its answer, as `tool_calls`."""
+        if not result.tool_calls or not result.history:
+            return
+        *before, answer = result.history
+        if answer.get("role") == "assistant":
+            result.history = (*before, {**answer, "tool_calls": calls_json(result.tool_calls)})
