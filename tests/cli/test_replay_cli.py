@@ -50,3 +50,30 @@ def test_bad_inputs_get_a_message_not_a_traceback(tiny_moe_path, tmp_path):
         proc = _cli(*args)
         assert proc.returncode != 0
         assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_trace_with_score_rows_predicts_the_engines_substitution(tiny_moe_path, tmp_path):
+    """`chat --route-scores` writes each token's score row into the trace; `replay --substitute`
+    at the chat's own margin and budget then makes the engine's substitutions exactly (the
+    engine prints its counter), and a trace without the rows is refused with the flag to use."""
+    scored, plain = tmp_path / "scored.csv", tmp_path / "plain.csv"
+    common = ("chat", "-m", str(tiny_moe_path), "--moe-stream", "--cache-mb", "2",
+              "--no-chat-template", "-n", "16", "-t", "2", "-p", "Tell me a story.")
+    chat = _cli(*common, "--expert-substitute", "1.0", "--route-trace", str(scored),
+                "--route-scores")
+    assert chat.returncode == 0, chat.stderr
+    engine = int(re.search(r"(\d+) substituted", chat.stderr).group(1))
+    assert engine > 0, chat.stderr
+    out = _cli("replay", str(scored), "--cache-mb", "2", "--substitute", "1")
+    assert out.returncode == 0, out.stderr
+    row = re.search(r"^\s+2\.0\s+1\.00\s+\S+\s+\S+\s+(\d+)", out.stdout, re.M)
+    assert row is not None, out.stdout
+    assert int(row.group(1)) == engine
+    assert _cli(*common, "--route-trace", str(plain)).returncode == 0
+    refused = _cli("replay", str(plain), "--substitute", "0.2")
+    assert refused.returncode == 1 and "--route-scores" in refused.stderr, refused.stderr
+    for bad in ("0", "1.5", "nan", "x"):
+        proc = _cli("replay", str(plain), "--substitute", bad)
+        assert proc.returncode == 1 and "--substitute" in proc.stderr, proc.stderr
+    lonely = _cli(*common, "--route-scores")
+    assert lonely.returncode == 2 and "--route-trace" in lonely.stderr

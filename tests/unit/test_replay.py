@@ -218,3 +218,55 @@ def test_the_hit_rate_the_engine_recorded_counts_each_distinct_kept_expert_once(
                   [[0, 0], [0, 1], [0, 0]])]
     assert recorded_hit_pct(loads) == pytest.approx(200 / 3)
     assert recorded_hit_pct([(0, decode(1, [0, 1]))]) == -1.0  # residency unknown
+
+
+def scored(load: RouteLoad, seed: int) -> RouteLoad:
+    """`load` with a score row per token: awkward float32 values, and a NaN row (not readable)."""
+    rows = np.random.default_rng(seed).standard_normal((load.n_tokens, META.n_expert))
+    rows = rows.astype(np.float32) * np.float32(3.3333333)
+    rows[-1, :] = np.nan if load.n_tokens > 1 else rows[-1, :]
+    return RouteLoad(load.layer, load.phase, load.first_step, load.experts, load.weights,
+                     load.residency, load.dropped, rows)
+
+
+def test_score_rows_read_back_bit_for_bit_and_other_readers_skip_them(tmp_path):
+    prefill = RouteLoad(1, Phase.PREFILL, 0, np.array([[0, 1], [2, 1]], np.int32),
+                        np.array([[0.5, 0.25], [0.75, 0.125]], np.float32),
+                        np.array([[0, 1], [0, 1]], np.int8), np.zeros((2, 2), np.bool_))
+    loads = [TurnLoad(0, scored(prefill, 1)), TurnLoad(0, scored(decode(2, [3, 0]), 2)),
+             TurnLoad(1, decode(3, [1, 2], layer=1))]  # a load without rows stays without
+    path = write_trace(tmp_path / "t.csv", RouteTrace(META, loads))
+    back = read_trace(path)
+    assert_same_loads(RouteTrace(META, loads), back)
+    for a, b in zip(loads, back.loads, strict=True):
+        if a.load.scores is None:
+            assert b.load.scores is None
+        else:  # exact: the replay must see the engine's float32 row, NaN where unreadable
+            assert b.load.scores is not None
+            np.testing.assert_array_equal(a.load.scores, b.load.scores)
+    # A reader that skips comment lines (as upstream's tools do) sees the plain trace.
+    plain = write_trace(tmp_path / "plain.csv", RouteTrace(META, [
+        TurnLoad(t.turn, RouteLoad(t.load.layer, t.load.phase, t.load.first_step, t.load.experts,
+                                   t.load.weights, t.load.residency, t.load.dropped))
+        for t in loads]))
+    def rows(p):
+        return [ln for ln in p.read_text().splitlines() if not ln.startswith("#")]
+
+    assert rows(path) == rows(plain)
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    # A row of the wrong width, a line for a token the load does not have, one before any row.
+    (lambda ln: [x.rsplit(";", 1)[0] if x.startswith("# scores") else x for x in ln],
+     "one number"),
+    (lambda ln: [x.replace("row=0", "row=5") for x in ln], "does not follow"),
+    (lambda ln: [*ln[:5], next(x for x in ln if x.startswith("# scores")), *ln[5:]],
+     "before any row"),
+    (lambda ln: [x.replace("values=", "values=oops") for x in ln], "one number"),
+])
+def test_a_damaged_score_line_names_the_line(tmp_path, damage, message):
+    path = write_trace(tmp_path / "t.csv",
+                       RouteTrace(META, [TurnLoad(0, scored(decode(2, [3, 0]), 3))]))
+    path.write_text("\n".join(damage(path.read_text().splitlines())) + "\n")
+    with pytest.raises(RouteTraceError, match=message):
+        read_trace(path)

@@ -43,6 +43,20 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
                              "that holds every expert)")
     stream.set_defaults(run=checked(run_stream_cmd))
 
+    threads = kinds.add_parser(
+        "threads", help="tok/s and the io/compute split at 1, 2, 4, ... threads up to the core "
+                        "count, resident and streamed, interleaved, with the chosen default")
+    _add_bench_model(threads)
+    threads.add_argument("--cache-mb", dest="cache_mbs", default="800,200",
+                         help="comma-separated expert cache budgets of the streamed arms, MiB "
+                              "(0: one that holds every expert); a no-cache arm always runs")
+    threads.add_argument("--counts", default="",
+                         help="comma-separated thread counts (default: 1, 2, 4, ... and the "
+                              "core count)")
+    threads.add_argument("--repeats", type=int, default=3)
+    threads.add_argument("-n", "--tokens", type=int, default=64, help="tokens per answer")
+    threads.set_defaults(run=checked(run_threads_cmd))
+
     drop = kinds.add_parser(
         "drop", help="cache-aware expert dropping vs off under a memory balloon, with the "
                      "replay's predicted reads avoided")
@@ -173,6 +187,22 @@ def run_drop_cmd(args: argparse.Namespace) -> int:
                              repeats=args.repeats, n_tokens=args.tokens, threads=args.threads,
                              balloon=args.balloon, log=log)
     print("\n".join(report.lines()))
+    return 0
+
+
+def run_threads_cmd(args: argparse.Namespace) -> int:
+    from workbench.bench import stream
+    from workbench.bench.threads import run_threads
+    from workbench.cli.bench_checks import number_list
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    model = args.model or stream.bench_model(args.gib)
+    lines = run_threads(model, cache_mbs=number_list(args.cache_mbs),
+                        counts=number_list(args.counts), repeats=args.repeats,
+                        n_tokens=args.tokens, log=log)
+    print("\n".join(lines))
     return 0
 
 

@@ -68,7 +68,39 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("stream", "which"): ("machinery", "memory", "io", "load", "threads", "routing"),
     ("policy", "skip"): ("prefetch", "io"),
 }
-STREAMED = ("stream", "drop", "policy")  # benches whose model must be a MoE
+# Comma-separated numbers: (bench, argparse `dest`) -> the rule each item follows.
+LISTS: dict[tuple[str, str], Bound] = {
+    ("threads", "cache_mbs"): BOUNDS["cache_mb"],
+    ("threads", "counts"): _setting("n_threads", "--counts"),
+}
+STREAMED = ("stream", "drop", "policy", "threads")  # benches whose model must be a MoE
+
+
+def number_list(text: str) -> list[int]:
+    """A comma-separated list of whole numbers; ValueError names the item that is not one."""
+    out = []
+    for item in (i.strip() for i in text.split(",")):
+        if item:
+            try:
+                out.append(int(item))
+            except ValueError:
+                raise ValueError(f"{item!r} is not a whole number") from None
+    return out
+
+
+def _list_problems(args: argparse.Namespace, kind: str) -> list[str]:
+    out = []
+    for (bench, dest), bound in LISTS.items():
+        if kind != bench or not hasattr(args, dest):
+            continue
+        flag = bound.flag
+        try:
+            items = number_list(str(getattr(args, dest)))
+        except ValueError as exc:
+            out.append(f"{flag}: {exc} (comma-separated, e.g. 1,2,4)")
+            continue
+        out += [p for item in items if (p := bound.problem(item)) is not None]
+    return out
 
 
 def problems(args: argparse.Namespace) -> list[str]:
@@ -85,6 +117,7 @@ def problems(args: argparse.Namespace) -> list[str]:
                 out.append(f"--{dest}: unknown {unknown[0]!r}; choose from {', '.join(names)}")
             elif dest != "skip" and not given:
                 out.append(f"--{dest} needs at least one of {', '.join(names)}")
+    out += _list_problems(args, kind)
     if out:
         return out
     return _model_problems(args, kind)

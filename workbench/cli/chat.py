@@ -43,6 +43,10 @@ def add_chat_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--route-trace", metavar="FILE",
                    help="record every layer's routing to FILE, a route trace for `replay` "
                         "(needs --moe-stream; FILE appears, whole, when the chat ends)")
+    p.add_argument("--route-scores", action="store_true",
+                   help="with --route-trace: also record each token's full router score row "
+                        "(n_expert numbers per layer and token), so `replay --substitute` can "
+                        "predict what cache-aware substitution would do")
     p.set_defaults(run=run_chat)
 
 
@@ -56,6 +60,10 @@ def run_chat(args: argparse.Namespace) -> int:
     if route_trace and not config.moe_stream:
         print("error: --route-trace needs --moe-stream: the expert streamer is what records "
               "the routing", file=sys.stderr)
+        return 2
+    if getattr(args, "route_scores", False) and not route_trace:
+        print("error: --route-scores records into the route trace: give --route-trace FILE "
+              "too", file=sys.stderr)
         return 2
     try:
         images, config = _images(args, config)
@@ -173,6 +181,7 @@ def _chat(args: argparse.Namespace, config: Config, metrics: _MetricsFile) -> in
         return Session.open(config, sink=metrics.sink,
                             progress=lambda _f: not cancel_load.is_set(),
                             record_routes=bool(getattr(args, "route_trace", None)),
+                            record_route_scores=bool(getattr(args, "route_scores", False)),
                             warm_dir=warm_start_dir())
 
     try:
@@ -396,6 +405,11 @@ def format_perf(s: RunSummary, threads: int, wait: WaitChoice | None = None) -> 
                 f"{s.cache_evictions} evictions, {s.cache_rereads} re-reads, token demand "
                 f"{s.token_demand_mib:.1f} MiB"
             )
+        if s.experts_reranked > 0:
+            lines.append(
+                f"moe-substitute: {s.experts_substituted} substituted of {s.experts_reranked} "
+                f"slots examined ({100 * s.experts_substituted / s.experts_reranked:.1f} %): "
+                "routed to a resident expert instead of a near-tie that would be read")
     if s.n_images > 0:
         if s.images_encoded > 0:
             lines.append(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Iterator
 
 from workbench.moe.replay import MIB, ReplayReport, WhatIf
 
@@ -16,26 +17,44 @@ def add_replay_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-mb", metavar="A,B,C", nargs="+", action="extend", default=[],
                    help="expert cache budgets to simulate, MiB (comma- or space-separated); "
                         "default: the recorded budget and 1/8 ... 8/8 of every expert")
+    p.add_argument("--substitute", metavar="L,M", nargs="+", action="extend", default=[],
+                   help="also predict cache-aware substitution at these margins (0..1, as "
+                        "--expert-substitute), from the score rows a trace recorded with "
+                        "`chat --route-trace FILE --route-scores` carries")
     p.add_argument("--plot", metavar="FILE.png",
                    help="also draw hit rate against cache size into this PNG")
     p.set_defaults(run=run_replay)
 
 
-def parse_budgets(values: list[str]) -> list[int]:
-    out: list[int] = []
+def _numbers(values: list[str], flag: str, example: str) -> Iterator[tuple[str, float]]:
+    """Each comma- or space-separated item of a list flag, with its value as a number."""
     for value in values:
-        for part in value.split(","):
-            part = part.strip()
+        for part in (p.strip() for p in value.split(",")):
             if not part:
                 continue
             try:
-                mib = float(part)
+                yield part, float(part)
             except ValueError:
-                raise ValueError(f"--cache-mb: {part!r} is not a number of MiB "
-                                 "(for example --cache-mb 64,128,512)") from None
-            if not mib > 0 or math.isinf(mib):
-                raise ValueError(f"--cache-mb: {part!r} must be a positive number of MiB")
-            out.append(int(mib * MIB))
+                raise ValueError(f"{flag}: {part!r} is not {example}") from None
+
+
+def parse_budgets(values: list[str]) -> list[int]:
+    out: list[int] = []
+    for part, mib in _numbers(values, "--cache-mb",
+                              "a number of MiB (for example --cache-mb 64,128,512)"):
+        if not mib > 0 or math.isinf(mib):
+            raise ValueError(f"--cache-mb: {part!r} must be a positive number of MiB")
+        out.append(int(mib * MIB))
+    return sorted(set(out))
+
+
+def parse_margins(values: list[str]) -> list[float]:
+    out: list[float] = []
+    for part, margin in _numbers(values, "--substitute", "a margin (a number from 0 to 1, for "
+                                 "example --substitute 0.15,0.3)"):
+        if not 0 < margin <= 1:  # NaN fails this too
+            raise ValueError(f"--substitute: {part!r} must be above 0 and at most 1")
+        out.append(margin)
     return sorted(set(out))
 
 
@@ -47,6 +66,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
     try:
         budgets = parse_budgets(args.cache_mb)
+        margins = parse_margins(getattr(args, "substitute", []))
         if args.plot:
             check_output_path(args.plot)  # before the replay, not after it
         trace = read_trace(args.trace)
@@ -71,6 +91,12 @@ def run_replay(args: argparse.Namespace) -> int:
     print(format_report(report, trace.meta.model, meta.cache_budget_bytes,
                         turns=len({t.turn for t in trace.loads}),
                         budget_recorded=meta.budget_recorded))
+    if margins:
+        try:
+            print("\n" + format_substitution(loads, meta, budgets, margins))
+        except ValueError as exc:  # MissingScoresError: recorded without --route-scores
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     recorded = recorded_hit_pct(loads)
     if recorded >= 0:
         at = (f"at {meta.cache_budget_bytes / MIB:.1f} MiB" if meta.budget_recorded else
@@ -90,6 +116,29 @@ def run_replay(args: argparse.Namespace) -> int:
             return 1
         print(f"wrote {args.plot}")
     return 0
+
+
+def format_substitution(loads: list, meta, budgets: list[int], margins: list[float]) -> str:
+    """What each margin would substitute, hit and read at each budget (generated tokens), from
+    the trace's score rows; the margin 0 row is the router's own choice (the top-k of its scores,
+    which a trace recorded with substitution on did not run)."""
+    from workbench.moe.substitute_replay import replay_substitute
+
+    lines = ["cache-aware substitution, predicted from the recorded score rows (LRU; a "
+             "substituted run's later tokens would route differently, so past the first "
+             "substitution this is a prediction):",
+             f"{'budget MiB':>11} {'margin':>7} {'gen hit%':>9} {'MiB/tok':>9} "
+             f"{'substituted':>12} {'of slots':>9}"]
+    for budget in budgets:
+        for margin in (0.0, *margins):
+            got = replay_substitute(loads, meta.expert_bytes, budget, margin,
+                                    preloaded=meta.preloaded)
+            share = (100.0 * got.substituted / got.reranked) if got.reranked else -1.0
+            lines.append(f"{budget / MIB:>11.1f} {margin:>7.2f} "
+                         f"{_pct(got.result.decode_hit_pct):>9} "
+                         f"{_mib(got.result.decode_mib_per_token):>9} {got.substituted:>12} "
+                         f"{_pct(share) + ' %':>9}")
+    return "\n".join(lines)
 
 
 def _pct(value: float) -> str:

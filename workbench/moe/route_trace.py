@@ -18,6 +18,15 @@ engine read (the entry's bytes on the first non-dropped miss of an expert in a l
 rows, -1 where residency is unknown) and `dropped` 1 where the drop policy discarded the slot.
 `cache_budget_bytes` is -1 when the run had no expert cache.
 
+Opt-in (`chat --route-trace FILE --route-scores`), each load's rows are followed by one score
+line per token: the router's full score row, as the engine's substitution read it before any
+substitution (log probabilities for a softmax router; `nan` where it was not readable):
+
+    # scores turn=0 phase=1 step=12 layer=1 row=0 values=-2.1;-0.4;...   (n_expert values)
+
+They are comment lines, so a reader that skips `#` lines (upstream's tools, pandas) reads the
+rest unchanged; `replay --substitute` needs them to predict what a margin would substitute.
+
 The reader also takes the upstream engine's own traces as they are (`# route_trace v1`, its
 §3.8): the same rows without the `dropped` column, `dense_bytes=` on each layer line and no
 `cache_budget_bytes` on the model line (`TraceMeta.budget_recorded` is then False: the run had a
@@ -51,6 +60,7 @@ _META_KEYS = ("model", "arch", "n_layer", "n_expert", "n_expert_used")
 # Columns a row must have, by name; `expert_bytes` and `dropped` (absent upstream) are optional.
 _REQUIRED_COLUMNS = ("turn", "phase", "step", "layer", "slot", "expert", "weight", "residency")
 _UPSTREAM_SPECULATIVE_HIT = 2  # upstream residency: first touch of a speculatively read entry
+SCORES_PREFIX = "# scores"  # a score line (opt-in): one token's full router score row
 
 
 class RouteTraceError(ValueError):
@@ -104,6 +114,23 @@ def _fmt_weight(w: float) -> str:
     return "nan" if math.isnan(w) else f"{w:.6g}"
 
 
+def _fmt_score(v: float) -> str:
+    # 9 significant digits round-trip a float32 exactly, so the replay sees the engine's row.
+    return "nan" if math.isnan(v) else f"{v:.9g}"
+
+
+def _score_lines(turn: int, load: RouteLoad) -> list[str]:
+    if load.scores is None:
+        return []
+    out = []
+    for t in range(load.n_tokens):
+        step = load.first_step + t if load.first_step >= 0 else -1
+        values = ";".join(_fmt_score(float(v)) for v in load.scores[t])
+        out.append(f"{SCORES_PREFIX} turn={turn} phase={int(load.phase)} step={step} "
+                   f"layer={load.layer} row={t} values={values}")
+    return out
+
+
 def trace_lines(trace: RouteTrace) -> list[str]:
     m = trace.meta
     lines = [MAGIC,
@@ -136,6 +163,7 @@ def trace_lines(trace: RouteTrace) -> list[str]:
                 lines.append(f"{tl.turn},{int(load.phase)},{step},{load.layer},{slot},{e},"
                              f"{_fmt_weight(float(load.weights[t, slot]))},{res},{read},"
                              f"{int(dropped)}")
+        lines += _score_lines(tl.turn, load)
     return lines
 
 
@@ -197,6 +225,28 @@ class _LoadBuilder:
         self.key = key  # (turn, phase, layer, decode step or -2)
         self.tokens: list[list[tuple[int, float, int, bool]]] = []
         self.steps: list[int] = []
+        self.scores: dict[int, np.ndarray] = {}  # token index in the load -> its score row
+
+    def add_scores(self, f: dict[str, str], n_expert: int, lineno: int, where: str) -> None:
+        """A score line after this load's rows: it must name this load and one of its tokens."""
+        turn, phase, layer, _ = self.key
+        named = tuple(_int(f.get(k, ""), k, lineno, where)
+                      for k in ("turn", "phase", "step", "layer", "row"))
+        row = named[4]
+        if (named[0], named[1], named[3]) != (turn, phase, layer) or not (
+                0 <= row < len(self.tokens)) or named[2] != self.steps[row] or row in self.scores:
+            raise RouteTraceError(
+                f"{where}, line {lineno}: this score line does not follow the rows of the load "
+                "it names (turn, phase, step, layer, row). Was the file cut or edited by hand?")
+        raw = f.get("values", "").split(";")
+        try:
+            values = np.array([float(v) for v in raw], dtype=np.float32)
+        except ValueError:
+            values = np.empty(0, dtype=np.float32)
+        if len(raw) != n_expert or values.size != n_expert:
+            raise RouteTraceError(f"{where}, line {lineno}: a score line holds one number (or "
+                                  f"nan) per expert, {n_expert} separated by ';'.")
+        self.scores[row] = values
 
     def add(self, step: int, slot: int, row: tuple[int, float, int, bool], lineno: int,
             where: str) -> None:
@@ -221,12 +271,15 @@ class _LoadBuilder:
             if end < len(self.tokens) and len(self.tokens[end]) == len(self.tokens[start]):
                 continue
             rows = self.tokens[start:end]
+            scored = [self.scores.get(t) for t in range(start, end)]
             out.append(TurnLoad(turn, RouteLoad(
                 layer=layer, phase=Phase(phase), first_step=self.steps[start],
                 experts=np.array([[r[0] for r in t] for t in rows], dtype=np.int32),
                 weights=np.array([[r[1] for r in t] for t in rows], dtype=np.float32),
                 residency=np.array([[r[2] for r in t] for t in rows], dtype=np.int8),
                 dropped=np.array([[r[3] for r in t] for t in rows], dtype=np.bool_),
+                # Scores only where every token of the load has its row (all or nothing).
+                scores=(np.stack(scored) if all(r is not None for r in scored) else None),
             )))
             start = end
         return out
@@ -328,6 +381,13 @@ def read_trace(path: str | os.PathLike[str]) -> RouteTrace:
         lineno = idx + 1
         line = lines[idx]
         if not line.strip():
+            continue
+        if line.startswith(SCORES_PREFIX + " "):
+            if current is None:
+                raise RouteTraceError(f"{where}, line {lineno}: a score line before any row. "
+                                      "Was the file cut or edited by hand?")
+            current.add_scores(_fields(line[len(SCORES_PREFIX):], lineno, where),
+                               meta.n_expert, lineno, where)
             continue
         row = line.split(",")
         if len(row) != width:

@@ -46,7 +46,10 @@ def replay_substitute(loads: Sequence[tuple[int, RouteLoad]], expert_bytes: dict
     reranked = substituted = 0
     edited: list[Lookup] = []
     for (_, ld), lk in zip(loads, lookups(loads), strict=True):
-        armed = margin > 0 and (ld.phase is Phase.DECODE or prefill) and ld.n_tokens > 0
+        # Margin 0 on a load with score rows replays the router's own choice (the top-k of its
+        # scores): on a trace recorded with substitution on, the routing as run is not that.
+        armed = ((margin > 0 or ld.scores is not None) and ld.n_tokens > 0
+                 and (ld.phase is Phase.DECODE or prefill))
         if not armed:
             state.step(lk)
             edited.append(lk)
@@ -54,7 +57,8 @@ def replay_substitute(loads: Sequence[tuple[int, RouteLoad]], expert_bytes: dict
         if ld.scores is None:
             raise MissingScoresError(
                 f"layer {ld.layer}'s routing was recorded without score rows: record it with "
-                "record_route_scores to replay substitution")
+                "`chat --route-trace FILE --route-scores` (record_route_scores) to replay "
+                "substitution")
         n_expert = ld.scores.shape[1]
         resident = np.array([state.resident(ld.layer, e) for e in range(n_expert)], np.uint8)
         ids: list[int] = []
@@ -66,7 +70,7 @@ def replay_substitute(loads: Sequence[tuple[int, RouteLoad]], expert_bytes: dict
             # The router's choice: the top-k of its scores (descending, stable).
             routed = np.argsort(-row, kind="stable")[: ld.top_k].astype(np.int32)
             run, n = substitute_row(row, routed, resident, margin)
-            reranked += ld.top_k
+            reranked += ld.top_k if margin > 0 else 0
             substituted += n
             ids.extend(int(e) for e in run)
         new = Lookup(lk.layer, tuple(dict.fromkeys(ids)), lk.decode, lk.token)
