@@ -242,3 +242,15 @@ def test_gpt_oss_calls_are_found_where_the_reasoning_parser_put_them():
 
 def test_the_generic_response_is_the_answer_text():
     assert _read(f.GENERIC, '{"response": "Hi there"}').text == "Hi there"
+
+
+def test_a_forced_call_turns_thinking_off_and_auto_leaves_it():
+    from workbench.config import Config
+    from workbench.engine.requests import GenerateRequest
+    from workbench.engine.turn_settings import TurnSettings
+
+    defaults = TurnSettings.of(Config()).replace(think=True)
+    forced = GenerateRequest(text="x", tools=ToolCalling((WEATHER,), "required"))
+    assert forced.turn_settings(defaults).think is False
+    auto = GenerateRequest(text="x", tools=ToolCalling((WEATHER,), "auto"))
+    assert auto.turn_settings(defaults).think is True

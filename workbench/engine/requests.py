@@ -98,6 +98,8 @@ class GenerateRequest:
         settings = self.settings or defaults
         if self.n_predict is not None:
             settings = settings.replace(n_predict=self.n_predict)
+        if self.tools is not None and self.tools.calls_allowed and self.tools.forced:
+            return settings.replace(think=False)  # the call's grammar holds from the first token
         return settings if self.think is None else settings.replace(think=self.think)
 
 

@@ -320,8 +320,6 @@ class Session:
             # Reasoning came after the prompt with thinking on: its continuation must too (off,
             # some templates close the span in the prompt, before the reasoning goes on).
             think = True
-        if request.tools is not None and request.tools.calls_allowed and request.tools.forced:
-            think = False  # the call is held to its grammar from the first token
         if request.images and self._p.projector is None:
             return rejected(NO_PROJECTOR)
         try:
