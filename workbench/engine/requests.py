@@ -12,6 +12,7 @@ from workbench.engine.images import ImageInput
 from workbench.engine.metrics import RunSummary, TokenMetrics
 from workbench.engine.prompt import Message
 from workbench.engine.token_choice import TokenChoice
+from workbench.engine.tools.calls import ToolCall, ToolCalling
 from workbench.engine.turn_settings import TurnSettings
 
 
@@ -85,12 +86,20 @@ class GenerateRequest:
     # A grammar the answer must match and the log-probabilities to report (engine/constrain.py).
     # None: free text, no log-probabilities.
     decoding: Decoding | None = None
+    # The tools the model may call this turn and how (engine/tools/); None: no tools. Calls
+    # found in the answer come back in the result's `tool_calls`.
+    tools: ToolCalling | None = None
+    # The message this turn answers when it is not the user's `text`: a tool's reply (role
+    # "tool", its tool_call_id; `text` is its content).
+    message: Message | None = None
 
     def turn_settings(self, defaults: TurnSettings) -> TurnSettings:
         """What this turn runs with: its settings (else `defaults`), its overrides applied."""
         settings = self.settings or defaults
         if self.n_predict is not None:
             settings = settings.replace(n_predict=self.n_predict)
+        if self.tools is not None and self.tools.calls_allowed and self.tools.forced:
+            return settings.replace(think=False)  # the call's grammar holds from the first token
         return settings if self.think is None else settings.replace(think=self.think)
 
 
@@ -149,6 +158,10 @@ class GenerateResult:
     # answer when the turn completed (unchanged when it was stopped, failed or refused). The
     # next turn's request takes it as its history.
     history: tuple[Message, ...] = ()
+    # The tool calls the answer made (`text` is then the text around them), and why text that
+    # opened a call is not one ("": none was malformed; the text stays in `text`).
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_error: str = ""
 
     @property
     def stopped(self) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from workbench.backend.grammar import GrammarError
+from workbench.backend.grammar import GrammarError, SchemaError
 from workbench.config import Config, signature, validate
 from workbench.engine.chat.formats import PLAIN, detect_reasoning_format
 from workbench.engine.chat.history import assistant_history_message
@@ -58,6 +58,8 @@ from workbench.engine.scoring import ForcedParts, ForcedRun, OnLogits, teacher_f
 from workbench.engine.sinks import Sink
 from workbench.engine.spec.speculator import Speculator, speculator_for
 from workbench.engine.streaming import StreamingRuntime
+from workbench.engine.tools.formats import ToolFormat, detect_tool_format
+from workbench.engine.tools.turn import ToolTurn
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
 from workbench.engine.turn_settings import SESSION_WIDE, TurnSettings
 from workbench.moe.layout import ModelFacts
@@ -191,6 +193,11 @@ class Session:
         return detect_reasoning_format(self._p.template) is not PLAIN
 
     @property
+    def tool_format(self) -> ToolFormat:
+        """How this model writes tool calls (from its chat template; generic without one)."""
+        return detect_tool_format(self._p.template.source if self._p.template else None)
+
+    @property
     def n_ctx(self) -> int:
         return self._p.ctx.n_ctx if self._p.ctx else 0
 
@@ -301,7 +308,7 @@ class Session:
             self._run_info_sent = True
         if request.new_chat:
             self.reset_conversation()
-        if not request.text.strip():
+        if not request.text.strip() and request.message is None:
             return rejected("The message is empty: type something to send.")
         if (streaming := self._p.streaming) is not None and streaming.failed:
             return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
@@ -324,7 +331,8 @@ class Session:
             prompt = self._p.prompts.build(list(request.history), request.text, think=think,
                                          system_prompt=settings.system_prompt,
                                          images=request.images, table=self._images,
-                                         raw=request.raw)
+                                         raw=request.raw, tools=request.tools,
+                                         message=request.message)
             self._p.prompts.extend(prompt, request.continue_from, request.continue_reasoning)
         except ImageInputError as exc:
             return rejected(f"{exc}. The message was not sent; nothing was lost.")
@@ -366,9 +374,11 @@ class Session:
             turn.images = ImageTurnStats.zero()
             turn.images.n_images = len(prompt.images)
         self._chain.for_turn(settings, prompt.tokens[len(prompt.tokens) - prompt.n_continued:])
+        calls = ToolTurn.of(request.tools, self._p.template, request.raw)
         try:
-            picks = TurnPicks.for_turn(self._p.model, self._p.ctx, settings, request.decoding)
-        except GrammarError as exc:
+            decoding = calls.decoding(request.decoding) if calls else request.decoding
+            picks = TurnPicks.for_turn(self._p.model, self._p.ctx, settings, decoding)
+        except (GrammarError, SchemaError) as exc:
             return rejected(f"{exc}. Nothing was generated.")
         speculator, spec_note = speculator_for(
             settings.spec, settings.spec_draft_max, self._chain.current is not None,
@@ -388,7 +398,11 @@ class Session:
                 self._images[image.sha256] = image
         if result.summary is not None:
             self._held.count_prefill(result.summary.n_prompt, result.summary.prefill_seconds)
+        if calls is not None:
+            calls.read(result)
         self._after_turn(turn, result, request.history)
+        if calls is not None:
+            calls.keep(result)
         result.notes.extend(prompt.notes)
         result.reprefill_reason = reprefill_reason
         self._turn_index += 1
@@ -482,7 +496,8 @@ class Session:
         try:
             prompt = self._p.prompts.build(
                 list(request.history), request.text, think=settings.think,
-                system_prompt=settings.system_prompt,
+                system_prompt=settings.system_prompt, tools=request.tools,
+                message=request.message,
                 table={**self._images, **{i.sha256: i for i in request.history_images}})
         except ImageInputError:
             return Forecast(0, 0, UNMEASURED)
