@@ -80,7 +80,7 @@ def _fmt(value: float, spec: str) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from workbench.ui.runs.entries import entry_from_run
+    from workbench.runs.entries import entry_from_run
 
     headless = True if args.headless else False if args.chat else None
     runs, conversation_of = [], {}
@@ -173,7 +173,7 @@ def run_show(args: argparse.Namespace) -> int:
                         if run.message_id is not None else None)
     turns = _explain(run, rows)
     if args.csv:
-        from workbench.ui.runs.run_csv import write_run_csv
+        from workbench.runs.run_csv import write_run_csv
 
         write_run_csv(args.csv, run, rows)
         print(f"wrote run {run.id} to {args.csv}", file=sys.stderr)
@@ -203,7 +203,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_compare(args: argparse.Namespace) -> int:
     from workbench.bench.compare import compare, format_table
     from workbench.bench.figures import RunFigures
-    from workbench.ui.runs.run_csv import run_metrics
+    from workbench.runs.run_csv import run_metrics
 
     if len(args.ids) < 2:
         raise CommandError("compare needs two runs or more")

@@ -7,8 +7,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from workbench.runs.entries import LoadedRun
 from workbench.ui.runs.curves import BY_KEY, measured_metrics, series, token_index
-from workbench.ui.runs.entries import LoadedRun
 from workbench.ui.runs.palette import LEGEND_BACK, LEGEND_TEXT, colour
 
 DEFAULT_METRIC = "wall_ms"

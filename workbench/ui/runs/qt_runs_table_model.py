@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
-from workbench.ui.runs.entries import RunEntry
+from workbench.runs.entries import RunEntry
 
 MISSING = "—"
 COLUMNS: tuple[tuple[str, str], ...] = (
