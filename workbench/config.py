@@ -332,7 +332,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kv_disk_mb", "int", 2048, "Conversation states on disk", "Conversations",
             "Disk for conversation states evicted from memory or kept at close, for restarts",
             "request", unit="MiB", min=0, max=1 << 24, special=((0, "off"),)),
-    # Speculation (engine/spec): greedy only, and the answer is the plain greedy answer.
+    # Speculation (engine/speculation): greedy only, and the answer is the plain greedy answer.
     Setting("spec", "choice", "off", "Speculative decoding", "Speculation",
             "Draft tokens and verify them in one batch (ngram: from the conversation); greedy "
             "only",

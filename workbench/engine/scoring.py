@@ -31,7 +31,7 @@ import numpy as np
 from workbench.backend import llama
 from workbench.backend.abort import AbortFlag
 from workbench.engine.kv_memory import KvMemory
-from workbench.engine.spec.speculator import Speculator
+from workbench.engine.speculation.speculator import Speculator
 from workbench.engine.streaming import StreamingRuntime
 
 # on_logits(position, logits): `logits` scores tokens[position + 1]; a view valid only during

@@ -55,7 +55,7 @@ from workbench.engine.requests import (
 from workbench.engine.sampling import SamplerChain
 from workbench.engine.scoring import ForcedParts, ForcedRun, OnLogits, teacher_force
 from workbench.engine.sinks import Sink
-from workbench.engine.spec.speculator import Speculator, speculator_for
+from workbench.engine.speculation.speculator import Speculator, speculator_for
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
 from workbench.engine.turn_settings import SESSION_WIDE, TurnSettings

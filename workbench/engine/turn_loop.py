@@ -26,7 +26,7 @@ from workbench.engine.probes import MemoryProbe, counters
 from workbench.engine.prompt import ImageSpan, Prompt
 from workbench.engine.requests import GenerateResult, PrefillProgress, StopReason, TokenEvent
 from workbench.engine.sinks import Sink
-from workbench.engine.spec.speculator import Speculator, fill_spec_summary
+from workbench.engine.speculation.speculator import Speculator, fill_spec_summary
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.token_choice import TokenChoice
 from workbench.engine.token_row import token_row, turn_summary

@@ -147,7 +147,7 @@ class QtModelPicker(QDialog):
         mmproj_row = QHBoxLayout()
         mmproj_row.addWidget(self.mmproj, 1)
         mmproj_row.addWidget(self.mmproj_browse)
-        # A draft model for speculative decoding (engine/spec): one of the same vocabulary.
+        # A draft model for speculative decoding (engine/speculation): one of the same vocabulary.
         self.draft_model = QLineEdit(config.spec_draft_model)
         self.draft_model.setPlaceholderText("none: n-gram drafting needs no model")
         self.draft_browse = QPushButton("Choose…")
