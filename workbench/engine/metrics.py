@@ -133,6 +133,10 @@ class RunSummary:
     # A grammar's time over the turn (engine/constrain.py): its mask and accept per token,
     # outside the decode bracket (inside the loop overhead); -1 when no grammar ran.
     grammar_seconds: float = UNMEASURED
+    # The settings the turn ran with (turn_settings.RECORDED_PER_TURN: its sampling, length,
+    # thinking, speculation). The metrics file writes them on a line of their own before the
+    # turn's summary (`wb_turn_settings`); {} when unknown (an older record).
+    turn_settings: dict[str, object] = field(default_factory=dict)
 
     @property
     def s_per_token(self) -> float:
