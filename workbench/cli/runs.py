@@ -19,6 +19,7 @@ from workbench.cli.store_access import (
     table,
     when,
 )
+from workbench.engine.summary_labels import CACHE_HIT, EXPERTS_READ, RATE, TTFT
 
 
 def add_runs_parser(sub: argparse._SubParsersAction) -> None:
@@ -108,15 +109,16 @@ def run_list(args: argparse.Namespace) -> int:
              f"conversation {conversation_of[r.id]}" if r.id in conversation_of
              else "headless" + (f" {r.label}" if r.label else "")]
             for r, e in zip(runs, entries, strict=True)]
-    print(table(rows, ["id", "when", "model", "tokens", "tok/s", "TTFT s", "of"]))
+    print(table(rows, ["id", "when", "model", "tokens", RATE.unit, TTFT.heading, "of"]))
     return 0
 
 
 _SUMMARY = (  # (RunSummary field, label, format)
-    ("n_generated", "tokens", "d"), ("tokens_per_second", "decode tok/s", ".2f"),
-    ("ttft_seconds", "TTFT s", ".3f"), ("n_prompt", "prompt tokens prefilled", "d"),
-    ("prefill_seconds", "prefill s", ".3f"), ("cache_hit_pct", "cache hit %", ".1f"),
-    ("moe_read_mib", "experts read MiB", ".1f"), ("majflt_per_token", "major faults/token", ".2f"),
+    ("n_generated", "tokens", "d"), (RATE.source, RATE.heading, ".2f"),
+    (TTFT.source, TTFT.heading, ".3f"), ("n_prompt", "prompt tokens prefilled", "d"),
+    ("prefill_seconds", "prefill s", ".3f"), (CACHE_HIT.source, CACHE_HIT.heading, ".1f"),
+    (EXPERTS_READ.source, EXPERTS_READ.heading, ".1f"),
+    ("majflt_per_token", "major faults/token", ".2f"),
     ("cpu_s_per_token", "CPU s/token", ".4f"), ("stop_reason", "stopped by", "s"),
 )
 
