@@ -17,8 +17,8 @@ from workbench.config import Config
 from workbench.engine.metrics import ModelIdentity, RunInfo, RunSummary, TokenMetrics
 from workbench.engine.metrics_reader import read_metrics_csv
 from workbench.engine.sinks import CsvMetricsSink
+from workbench.runs.entries import LoadedRun
 from workbench.ui.runs.curves import series
-from workbench.ui.runs.entries import LoadedRun
 
 UPSTREAM = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "upstream" / (
     "bmoe-v1-desktop-qwen36.csv")

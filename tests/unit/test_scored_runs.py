@@ -21,10 +21,10 @@ from workbench.bench.quality_stats import SeriesBuilder, figures, log_softmax
 from workbench.cli.main import main
 from workbench.engine.metrics import ModelIdentity, RunInfo
 from workbench.engine.scoring import ForcedRun
+from workbench.runs.entries import entry_from_run
+from workbench.runs.run_csv import run_metrics
 from workbench.store import Store
 from workbench.store.schema import MIGRATIONS, connect, migrate
-from workbench.ui.runs.entries import entry_from_run
-from workbench.ui.runs.run_csv import run_metrics
 
 VOCAB, N = 40, 60
 

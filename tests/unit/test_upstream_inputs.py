@@ -19,10 +19,10 @@ from workbench.bench.compare import RunFigures, compare
 from workbench.bench.stall_report import explain_file, format_report
 from workbench.cli.main import main
 from workbench.engine.metrics_reader import parse_metrics, read_metrics_csv
+from workbench.moe.cache_sizing import compute_curves
 from workbench.moe.replay import MIB, lookups, recorded_hit_pct, replay_lru
 from workbench.moe.route_trace import RouteTraceError, read_trace
 from workbench.moe.routes import Phase
-from workbench.ui.cache_sizing import compute_curves
 
 UPSTREAM = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "upstream"
 ROUTE_TRACE = UPSTREAM / "qwen3-30b.route.csv"

@@ -20,6 +20,7 @@ import numpy as np
 from workbench.bench.stats import Reduce, Stat, reduce_stat
 from workbench.engine import metric_columns
 from workbench.engine.metrics_reader import MetricsFile, column, read_metrics_csv
+from workbench.engine.summary_labels import CACHE_HIT, RATE, TTFT
 
 MIB = 1 << 20
 
@@ -57,16 +58,15 @@ def _of_column(key: str, label: str, column: str, reduce: Reduce,
 
 FIGURES: tuple[Figure, ...] = (
     # A rate over the decode wall: its unit is the rate's, not the column's.
-    Figure("tok_s", "decode rate", "tok/s", "wall_ms", "token", "rate", "higher"),
+    Figure("tok_s", RATE.label, RATE.unit, "wall_ms", "token", "rate", "higher"),
     _of_column("median_ms", "median", "wall_ms", "percentile", "lower", 50),
     _of_column("p95_ms", "p95", "wall_ms", "percentile", "lower", 95),
     _of_column("p99_ms", "p99", "wall_ms", "percentile", "lower", 99),
-    Figure("ttft_s", "TTFT", "s", "ttft_s", "turn", "mean", "lower"),
+    Figure("ttft_s", TTFT.label, TTFT.unit, "ttft_s", "turn", "mean", "lower"),
     # read_bytes in MiB (RunFigures.from_metrics converts it).
     Figure("read_mib", "read", "MiB/token", "read_mib", "token", "mean", "lower"),
     # The run's last cumulative hit rate, in the column's unit.
-    Figure("hit_pct", "cache hit", metric_columns.BY_NAME["cache_hit_pct"].unit, "hit_pct", "run",
-           "mean", "higher"),
+    Figure("hit_pct", CACHE_HIT.label, CACHE_HIT.unit, "hit_pct", "run", "mean", "higher"),
     _of_column("faults", "major faults", "majflt", "mean", "lower"),
 )
 # A scored run's quality figures (bench/quality.py), over its per-position series (one value per

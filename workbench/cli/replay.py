@@ -105,7 +105,7 @@ def run_replay(args: argparse.Namespace) -> int:
         print(f"\nthe engine recorded {recorded:.1f} % hits in this trace (its residency "
               f"column) {at}")
     if args.plot:
-        from workbench.ui.cache_sizing import curves_from_report
+        from workbench.moe.cache_sizing import curves_from_report
         from workbench.ui.qt_replay_plot import write_curves_png
 
         curves_from = curves_from_report(report, meta.cache_budget_bytes)

@@ -19,6 +19,7 @@ from workbench.cli.store_access import (
     table,
     when,
 )
+from workbench.engine.summary_labels import CACHE_HIT, EXPERTS_READ, RATE, TTFT
 
 
 def add_runs_parser(sub: argparse._SubParsersAction) -> None:
@@ -81,7 +82,7 @@ def _fmt(value: float, spec: str) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     from workbench.bench.choices import stored_choices_line
-    from workbench.ui.runs.entries import entry_from_run
+    from workbench.runs.entries import entry_from_run
 
     headless = True if args.headless else False if args.chat else None
     runs, conversation_of = [], {}
@@ -113,7 +114,7 @@ def run_list(args: argparse.Namespace) -> int:
              else "headless" + (f" {r.label}" if r.label else "")
              + (f": {line}" if (line := stored_choices_line(r.quality)) else "")]
             for r, e in zip(runs, entries, strict=True)]
-    print(table(rows, ["id", "when", "model", "tokens", "tok/s", "TTFT s", "MiB/tok",
+    print(table(rows, ["id", "when", "model", "tokens", RATE.unit, TTFT.heading, "MiB/tok",
                        "ppl", "KL nats", "agree %", "of"]))
     if any(e.cost is not None for e in entries):
         print("ppl, KL and agreement: scored runs (`workbench score`) against their lossless "
@@ -122,10 +123,11 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 _SUMMARY = (  # (RunSummary field, label, format)
-    ("n_generated", "tokens", "d"), ("tokens_per_second", "decode tok/s", ".2f"),
-    ("ttft_seconds", "TTFT s", ".3f"), ("n_prompt", "prompt tokens prefilled", "d"),
-    ("prefill_seconds", "prefill s", ".3f"), ("cache_hit_pct", "cache hit %", ".1f"),
-    ("moe_read_mib", "experts read MiB", ".1f"), ("majflt_per_token", "major faults/token", ".2f"),
+    ("n_generated", "tokens", "d"), (RATE.source, RATE.heading, ".2f"),
+    (TTFT.source, TTFT.heading, ".3f"), ("n_prompt", "prompt tokens prefilled", "d"),
+    ("prefill_seconds", "prefill s", ".3f"), (CACHE_HIT.source, CACHE_HIT.heading, ".1f"),
+    (EXPERTS_READ.source, EXPERTS_READ.heading, ".1f"),
+    ("majflt_per_token", "major faults/token", ".2f"),
     ("cpu_s_per_token", "CPU s/token", ".4f"), ("stop_reason", "stopped by", "s"),
 )
 
@@ -200,7 +202,7 @@ def run_show(args: argparse.Namespace) -> int:
                         if run.message_id is not None else None)
     turns = _explain(run, rows)
     if args.csv:
-        from workbench.ui.runs.run_csv import write_run_csv
+        from workbench.runs.run_csv import write_run_csv
 
         write_run_csv(args.csv, run, rows)
         print(f"wrote run {run.id} to {args.csv}", file=sys.stderr)
@@ -243,7 +245,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_compare(args: argparse.Namespace) -> int:
     from workbench.bench.compare import compare, format_table
     from workbench.bench.figures import RunFigures
-    from workbench.ui.runs.run_csv import run_metrics
+    from workbench.runs.run_csv import run_metrics
 
     if len(args.ids) < 2:
         raise CommandError("compare needs two runs or more")

@@ -64,6 +64,12 @@ class Prompt:
                 return span
         return None
 
+    def whole_images_below(self, pos: int) -> int:
+        """`pos`, or the start of the image it falls inside: half an image cannot be kept in
+        the memory, its embeddings are decoded from one encode."""
+        inside = self.image_at(pos)
+        return inside.start if inside is not None and inside.start < pos else pos
+
     def close(self) -> None:
         if self.chunks is not None:
             self.chunks.close()

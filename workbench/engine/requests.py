@@ -7,6 +7,7 @@ from enum import StrEnum
 
 import numpy as np
 
+from workbench.config import Config
 from workbench.engine.constrain import Decoding
 from workbench.engine.images import ImageInput
 from workbench.engine.metrics import RunSummary, TokenMetrics
@@ -102,6 +103,12 @@ class GenerateRequest:
             return settings.replace(think=False)  # the call's grammar holds from the first token
         return settings if self.think is None else settings.replace(think=self.think)
 
+    def thinks(self, settings: TurnSettings) -> bool:
+        """Whether its prompt opens thinking. Reasoning continued came after a prompt with
+        thinking on: its continuation must too (off, some templates close the span in the
+        prompt, before the reasoning goes on)."""
+        return settings.think or bool(self.continue_reasoning)
+
 
 @dataclass(frozen=True, slots=True)
 class PrefillProgress:
@@ -171,6 +178,33 @@ class GenerateResult:
 def rejected(message: str) -> GenerateResult:
     """A turn refused before any decode; `message` says why and what to do."""
     return GenerateResult(ok=False, stop_reason=StopReason.REJECTED, error=message)
+
+
+def context_overflow(prompt_cells: int, n_predict: int, n_ctx: int) -> GenerateResult | None:
+    """The refusal of a turn whose prompt and answer cannot fit the context (None: they fit).
+    Counted in KV cells, not positions: an image on an M-RoPE model takes more of the first."""
+    if prompt_cells + n_predict <= n_ctx:
+        return None
+    return rejected(
+        f"The conversation needs {prompt_cells} prompt tokens plus {n_predict} tokens to "
+        f"generate, which is more than the context of {n_ctx} tokens. Start a new chat, ask "
+        "for fewer tokens, or reopen the model with a larger context size.")
+
+
+def refusal(request: GenerateRequest, config: Config, *, streaming_failed: str,
+            sees_images: bool) -> GenerateResult | None:
+    """Why an open session refuses `request` before its turn runs (None: it runs). `config` is
+    the session's settings, against which the request's own are checked."""
+    if not request.text.strip() and request.message is None:  # a tool reply may be empty
+        return rejected("The message is empty: type something to send.")
+    if streaming_failed:
+        return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
+                              error=f"{streaming_failed}. Reopen the model to continue.")
+    if request.settings is not None and (problems := request.settings.problems(config)):
+        return rejected("; ".join(p.message for p in problems))
+    if request.images and not sees_images:
+        return rejected(NO_PROJECTOR)
+    return None
 
 
 SPEC_GREEDY_ONLY = (

@@ -30,8 +30,10 @@ import numpy as np
 
 from workbench.backend import llama
 from workbench.backend.abort import AbortFlag
+from workbench.config import Config
 from workbench.engine.kv_memory import KvMemory
-from workbench.engine.spec.speculator import Speculator
+from workbench.engine.model_load import ModelParts
+from workbench.engine.speculation.speculator import Speculator, speculator_for
 from workbench.engine.streaming import StreamingRuntime
 
 # on_logits(position, logits): `logits` scores tokens[position + 1]; a view valid only during
@@ -50,6 +52,19 @@ class ForcedParts:
     cancel: threading.Event
     streaming: StreamingRuntime | None = None
     speculator: Speculator | None = None
+
+
+def forced_parts(parts: ModelParts, config: Config, cancel: threading.Event,
+                 batch: int = 1) -> ForcedParts:
+    """An open session's parts lent to one forced read. It speculates as a greedy turn would
+    when `config` says so, except in batched mode (a batch is not a verify step)."""
+    assert parts.model and parts.ctx and parts.kv and parts.abort
+    speculator = None
+    if batch <= 1:
+        speculator = speculator_for(config.spec, config.spec_draft_max, False, parts.drafter,
+                                    parts.model.is_eog)[0]
+    return ForcedParts(model=parts.model, ctx=parts.ctx, kv=parts.kv, abort=parts.abort,
+                       cancel=cancel, streaming=parts.streaming, speculator=speculator)
 
 
 @dataclass(slots=True)

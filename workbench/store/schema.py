@@ -148,7 +148,7 @@ MIGRATIONS: list[str] = [
         DELETE FROM images WHERE sha256 = OLD.sha256;
     END;
     """,
-    # 6: the per-token speculation columns (engine/spec); -1 = speculation was off.
+    # 6: the per-token speculation columns (engine/speculation); -1 = speculation was off.
     """
     ALTER TABLE run_tokens ADD COLUMN drafted INTEGER NOT NULL DEFAULT -1;
     ALTER TABLE run_tokens ADD COLUMN draft_len INTEGER NOT NULL DEFAULT -1;

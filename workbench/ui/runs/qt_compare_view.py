@@ -13,8 +13,8 @@ import asyncio
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
 from workbench.bench.compare import CompareTable, RunGroup, compare_arms
+from workbench.runs.entries import LoadedRun
 from workbench.ui.qt_text_style import SMALL_PX, dim_text
-from workbench.ui.runs.entries import LoadedRun
 from workbench.ui.runs.qt_config_diff import QtConfigDiff
 from workbench.ui.runs.qt_correlate_view import QtCorrelateView
 from workbench.ui.runs.qt_overlay_plot import QtOverlayPlot

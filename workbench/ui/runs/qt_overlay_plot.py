@@ -11,8 +11,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from workbench.runs.entries import LoadedRun
 from workbench.ui.runs.curves import BY_KEY, measured_metrics
-from workbench.ui.runs.entries import LoadedRun
 from workbench.ui.runs.palette import LEGEND_BACK, LEGEND_TEXT, colour
 from workbench.ui.runs.quality_lane import (
     QUALITY_METRICS,

@@ -23,12 +23,12 @@ from workbench.bench.compare import CompareTable
 from workbench.bench.matrix import MatrixResult
 from workbench.config import Config
 from workbench.engine.metrics_reader import MetricsFile, MetricsFormatError, read_metrics_csv
+from workbench.runs.entries import LoadedRun, RunEntry, entry_from_csv, entry_from_run
+from workbench.runs.run_csv import run_metrics, write_run_csv
 from workbench.ui.qt_text_style import status_text
-from workbench.ui.runs.entries import LoadedRun, RunEntry, entry_from_csv, entry_from_run
 from workbench.ui.runs.qt_compare_view import QtCompareView
 from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog
 from workbench.ui.runs.qt_runs_list import QtRunsList
-from workbench.ui.runs.run_csv import run_metrics, write_run_csv
 from workbench.ui.settings.preset_store import StoreCall
 from workbench.ui.tasks import Tasks
 

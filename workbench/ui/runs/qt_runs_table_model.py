@@ -11,7 +11,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from workbench.bench.compare import format_interval
 from workbench.bench.quality_cost import NOT_SCORED
 from workbench.bench.stats import Interval
-from workbench.ui.runs.entries import RunEntry
+from workbench.runs.entries import RunEntry
 
 MISSING = "—"
 COLUMNS: tuple[tuple[str, str], ...] = (

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from workbench.bench.figures import quality_series
+from workbench.runs.entries import LoadedRun
 from workbench.ui.runs.curves import Metric, series
-from workbench.ui.runs.entries import LoadedRun
 
 QUALITY_METRICS: tuple[Metric, ...] = (
     Metric("kl", "KL per position", "nats"),
