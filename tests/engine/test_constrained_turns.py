@@ -11,8 +11,7 @@ import pytest
 from workbench.backend.grammar import schema_to_gbnf
 from workbench.config import Config
 from workbench.engine.constrain import Decoding
-from workbench.engine.requests import GenerateRequest, StopReason
-from workbench.engine.session import SPEC_GREEDY_ONLY
+from workbench.engine.requests import SPEC_GREEDY_ONLY, GenerateRequest, StopReason
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,8 @@ import pytest
 from workbench.bench.spec import TASKS
 from workbench.config import Config, validate
 from workbench.engine.metrics_reader import read_metrics_csv
-from workbench.engine.requests import GenerateRequest
-from workbench.engine.session import SPEC_GREEDY_ONLY, Session, SessionError
+from workbench.engine.requests import SPEC_GREEDY_ONLY, GenerateRequest
+from workbench.engine.session import Session, SessionError
 from workbench.engine.sinks import CsvMetricsSink
 from workbench.engine.speculation.speculator import Speculator
 

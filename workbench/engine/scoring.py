@@ -21,6 +21,7 @@ Modes:
 
 from __future__ import annotations
 
+import codecs
 import threading
 import time
 from collections.abc import Callable
@@ -179,3 +180,14 @@ def _failure(parts: ForcedParts, rc: int, pos: int) -> tuple[bool, str]:
         return True, ""
     parts.kv.clear()
     return False, f"reading the text failed at token {pos + 1} (llama_decode returned {rc})"
+
+
+def token_pieces(model: llama.Model, tokens: list[int]) -> list[str]:
+    """Each token's text in sequence, as generation gives it (a scored run's rows): decoded
+    incrementally like the turn loop's, so a character split over byte tokens is the text of
+    the token that completes it ("" for the others)."""
+    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    out = [utf8.decode(model.token_to_piece(t, special=False)) for t in tokens]
+    if out:
+        out[-1] += utf8.decode(b"", final=True)
+    return out

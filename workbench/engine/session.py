@@ -9,7 +9,6 @@ conversation; each turn's prefill and decode loop is `turn_loop.py`.
 
 from __future__ import annotations
 
-import codecs
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +22,6 @@ from workbench.engine.chat.formats import PLAIN, detect_reasoning_format
 from workbench.engine.chat.history import history_after_turn
 from workbench.engine.chat.reasoning import ContinueError
 from workbench.engine.chat.think import ThinkControl
-from workbench.engine.constrain import TurnPicks
 from workbench.engine.conversation_memory import ConversationMemory
 from workbench.engine.engine_thread import ThreadOwner, WrongThreadError
 from workbench.engine.images import (
@@ -40,7 +38,6 @@ from workbench.engine.model_setup import build_run_info
 from workbench.engine.probes import MemoryProbe
 from workbench.engine.prompt import Message, Prompt
 from workbench.engine.requests import (
-    SPEC_GREEDY_ONLY,
     Forecast,
     GenerateRequest,
     GenerateResult,
@@ -51,13 +48,12 @@ from workbench.engine.requests import (
     rejected,
 )
 from workbench.engine.sampling import SamplerChain
-from workbench.engine.scoring import ForcedRun, OnLogits, forced_parts, teacher_force
+from workbench.engine.scoring import ForcedRun, OnLogits, forced_parts, teacher_force, token_pieces
 from workbench.engine.sinks import Sink
-from workbench.engine.speculation.speculator import Speculator, speculator_for
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.tools.formats import ToolFormat, detect_tool_format
-from workbench.engine.tools.turn import ToolTurn
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
+from workbench.engine.turn_plan import TurnPlan
 from workbench.engine.turn_settings import SESSION_WIDE, TurnSettings
 from workbench.moe.layout import ModelFacts
 from workbench.moe.projector import ProjectorFacts
@@ -308,12 +304,9 @@ class Session:
             for image in request.images:
                 check_image(image)
             self._images.update((image.sha256, image) for image in request.history_images)
-            prompt = self._p.prompts.build(list(request.history), request.text,
-                                         think=request.thinks(settings),
-                                         system_prompt=settings.system_prompt,
-                                         images=request.images, table=self._images,
-                                         raw=request.raw, tools=request.tools,
-                                         message=request.message)
+            prompt = self._p.prompts.for_request(request, settings.system_prompt,
+                                                 think=request.thinks(settings),
+                                                 table=self._images)
             self._p.prompts.extend(prompt, request.continue_from, request.continue_reasoning)
         except ImageInputError as exc:
             return rejected(f"{exc}. The message was not sent; nothing was lost.")
@@ -346,34 +339,22 @@ class Session:
             turn.images = ImageTurnStats.zero()
             turn.images.n_images = len(prompt.images)
         self._chain.for_turn(settings, prompt.tokens[len(prompt.tokens) - prompt.n_continued:])
-        calls = ToolTurn.of(request.tools, self._p.template, request.raw)
         try:
-            decoding = calls.decoding(request.decoding) if calls else request.decoding
-            picks = TurnPicks.for_turn(self._p.model, self._p.ctx, settings, decoding)
+            plan = TurnPlan.of(self._p, settings, request, sampling=self._chain.current is not None)
         except (GrammarError, SchemaError) as exc:
             return rejected(f"{exc}. Nothing was generated.")
-        speculator, spec_note = speculator_for(
-            settings.spec, settings.spec_draft_max, self._chain.current is not None,
-            self._p.drafter, self._p.model.is_eog, picks.spec_off_reason if picks else "")
         try:
-            result = self._turn_loop(speculator, spec_note, picks).run(turn, on_token, on_prefill)
-            if picks is not None and result.summary is not None:
-                picks.fill_summary(result.summary)
+            result = self._turn_loop(plan).run(turn, on_token, on_prefill)
+            plan.settle(result)
         finally:
-            if picks is not None:
-                picks.close()
-        if spec_note.startswith("off:") and picks is None:
-            result.notes.append(SPEC_GREEDY_ONLY)
+            plan.close()
         self.image_encodes += max(0, turn.images.n_encoded)
         if result.ok and not result.stopped:
             self._images.update((image.sha256, image) for image in request.images)
         if result.summary is not None:
             self._held.count_prefill(result.summary.n_prompt, result.summary.prefill_seconds)
-        if calls is not None:
-            calls.read(result)
         self._after_turn(turn, result, request.history)
-        if calls is not None:
-            calls.keep(result)
+        plan.keep(result)
         result.notes.extend(prompt.notes)
         result.reprefill_reason = reprefill_reason
         self._turn_index += 1
@@ -393,17 +374,10 @@ class Session:
                                  tokens, on_logits, first=first, batch=batch)
 
     def pieces(self, tokens: list[int]) -> list[str]:
-        """Each token's text in sequence, as generation gives it (a scored run's rows): decoded
-        incrementally like the turn loop's, so a character split over byte tokens is the text
-        of the token that completes it ("" for the others)."""
+        """Each token's text in sequence, as generation gives it (scoring.token_pieces)."""
         self._thread.check("pieces")
-        model = self._p.model
-        assert model is not None
-        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        out = [utf8.decode(model.token_to_piece(t, special=False)) for t in tokens]
-        if out:
-            out[-1] += utf8.decode(b"", final=True)
-        return out
+        assert self._p.model is not None
+        return token_pieces(self._p.model, tokens)
 
     def tokenize(self, text: str, *, bos: bool = True) -> list[int]:
         """`text` as the model's tokens, plain text (special tokens are not parsed)."""
@@ -411,12 +385,12 @@ class Session:
         assert self._p.model is not None
         return self._p.model.tokenize(text, add_special=bos, parse_special=False)
 
-    def _turn_loop(self, speculator: Speculator | None = None, spec_note: str = "off",
-                   picks: TurnPicks | None = None) -> TurnLoop:
+    def _turn_loop(self, plan: TurnPlan) -> TurnLoop:
+        picks = plan.picks
         return TurnLoop(TurnParts.lent(
             self._p, self._cancel, self._memory, self.load_seconds, self._sink,
             pick_token=self._pick_token if picks is None else picks.pick_token,
-            pick_row=self._pick_row, speculator=speculator, spec_note=spec_note,
+            pick_row=self._pick_row, speculator=plan.speculator, spec_note=plan.spec_note,
             last_choice=(lambda: None) if picks is None else picks.last_choice))
 
     def _pick_row(self, row: int) -> int:
@@ -447,10 +421,8 @@ class Session:
         assert self._p.prompts is not None and self._held is not None
         settings = request.turn_settings(TurnSettings.of(self.config))
         try:
-            prompt = self._p.prompts.build(
-                list(request.history), request.text, think=settings.think,
-                system_prompt=settings.system_prompt, tools=request.tools,
-                message=request.message,
+            prompt = self._p.prompts.for_request(
+                request, settings.system_prompt, think=request.thinks(settings),
                 table={**self._images, **{i.sha256: i for i in request.history_images}})
         except ImageInputError:
             return Forecast(0, 0, UNMEASURED)
