@@ -59,3 +59,31 @@ def read_bytes(path: str | Path, what: str = "a regular file") -> bytes:
 def read_text(path: str | Path, what: str = "a regular file", encoding: str = "utf-8") -> str:
     """The file's text, refused as `regular_file` refuses before it is opened."""
     return regular_file(path, what).read_text(encoding=encoding)
+
+
+class TextFileError(ValueError):
+    """Why a file cannot be used as UTF-8 text: `reason` is "kind" (not a regular file; `detail`
+    says what it is), "unreadable" (`detail`: the OS's words), "encoding" (`detail`: "byte 7 is
+    0xe9") or "empty". Each caller words the sentence and the fix for its own file."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason, self.detail = reason, detail
+
+
+def read_utf8_text(path: str | Path) -> str:
+    """A user's text file (a chat template, a reference text): refused before it is opened when
+    it is not a regular file, then read whole, decoded as UTF-8 and refused when blank."""
+    if kind := not_regular(path):  # reading a FIFO would wait for a writer forever
+        raise TextFileError("kind", kind)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise TextFileError("unreadable", exc.strerror or str(exc)) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TextFileError("encoding", f"byte {exc.start} is 0x{data[exc.start]:02x}") from exc
+    if not text.strip():
+        raise TextFileError("empty")
+    return text

@@ -31,7 +31,7 @@ from workbench.config import SETTINGS, Config
 from workbench.engine.metrics import UNMEASURED, RunInfo, RunSummary, TokenMetrics
 from workbench.engine.scoring import ForcedRun
 from workbench.engine.session import Session
-from workbench.file_kind import not_regular
+from workbench.file_kind import TextFileError, read_utf8_text
 from workbench.paths import resources_dir
 
 # progress(phase, done, total): phase is "reference" or "setting".
@@ -48,20 +48,15 @@ def default_text_path() -> Path:
 
 def read_text(path: Path) -> str:
     """A reference text: any UTF-8 file. QualityError says what is wrong with another."""
-    if kind := not_regular(path):  # reading a FIFO would wait for a writer forever
-        raise QualityError(f"{path} is {kind}, not a text file: give a UTF-8 text file")
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise QualityError(f"cannot read {path}: {exc.strerror}") from exc
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise QualityError(f"{path} is not UTF-8 text (byte {exc.start} is "
-                           f"0x{data[exc.start]:02x}): save it as UTF-8") from exc
-    if not text.strip():
-        raise QualityError(f"{path} is empty: there is nothing to score")
-    return text
+        return read_utf8_text(path)
+    except TextFileError as exc:
+        raise QualityError({
+            "kind": f"{path} is {exc.detail}, not a text file: give a UTF-8 text file",
+            "unreadable": f"cannot read {path}: {exc.detail}",
+            "encoding": f"{path} is not UTF-8 text ({exc.detail}): save it as UTF-8",
+            "empty": f"{path} is empty: there is nothing to score",
+        }[exc.reason]) from exc
 
 
 def reference_config(setting: Config, *, streamed: bool = False) -> Config:

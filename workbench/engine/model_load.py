@@ -27,7 +27,7 @@ from workbench.engine.prompt import PromptBuilder
 from workbench.engine.requests import SessionError
 from workbench.engine.speculation.drafters import DraftModelError, ModelDrafter
 from workbench.engine.streaming import StreamingRuntime
-from workbench.file_kind import not_regular
+from workbench.file_kind import TextFileError, read_utf8_text
 from workbench.moe.layout import ModelFacts, ModelFileError, read_model_facts
 from workbench.moe.lean_load import lean_load
 from workbench.moe.projector import ProjectorFacts, read_projector_facts
@@ -239,18 +239,14 @@ def _chat_template(model: llama.Model, cfg: Config, facts: ModelFacts, path: Pat
 def read_template_file(path: Path) -> str:
     """A chat template file's text; SessionError says what is wrong with it and what to do."""
     fix = "Choose another file, or clear the setting to use the model's own template."
-    if kind := not_regular(path):  # reading a FIFO would wait for a writer forever
-        raise SessionError(f"the chat template {path} is {kind}, not a file. {fix}")
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SessionError(f"cannot read the chat template {path}: {exc.strerror}. {fix}") from exc
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SessionError(f"the chat template {path} is not UTF-8 text (byte {exc.start} is "
-                           f"0x{data[exc.start]:02x}). {fix}") from exc
-    if not text.strip():
-        # Silently using another template would make the model behave unlike what was chosen.
-        raise SessionError(f"the chat template {path} is empty. {fix}")
-    return text
+        return read_utf8_text(path)
+    except TextFileError as exc:
+        # An empty one too: silently using another template would make the model behave
+        # unlike what was chosen.
+        raise SessionError({
+            "kind": f"the chat template {path} is {exc.detail}, not a file. {fix}",
+            "unreadable": f"cannot read the chat template {path}: {exc.detail}. {fix}",
+            "encoding": f"the chat template {path} is not UTF-8 text ({exc.detail}). {fix}",
+            "empty": f"the chat template {path} is empty. {fix}",
+        }[exc.reason]) from exc
