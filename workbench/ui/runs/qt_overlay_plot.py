@@ -9,7 +9,8 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from workbench.ui.runs.curves import BY_KEY, measured_metrics, series, token_index
 from workbench.ui.runs.entries import LoadedRun
-from workbench.ui.runs.palette import LEGEND_BACK, LEGEND_TEXT, colour
+from workbench.ui.runs.palette import colour
+from workbench.ui.runs.qt_themed_plot import QtThemedPlot
 
 DEFAULT_METRIC = "wall_ms"
 
@@ -19,18 +20,18 @@ class QtOverlayPlot(QWidget):
         super().__init__(parent)
         self.runs: list[LoadedRun] = []
         self.curves: dict[str, pg.PlotDataItem] = {}
-        self.metric = QComboBox()
-        self.metric.currentIndexChanged.connect(lambda _: self._draw())
-        self.plot = pg.PlotWidget(background="w")
+        # Not `metric`: that name is QWidget.metric(), which Qt calls to paint the widget.
+        self.metric_box = QComboBox()
+        self.metric_box.currentIndexChanged.connect(lambda _: self._draw())
+        self.plot = QtThemedPlot()
         self.plot.showGrid(x=True, y=True, alpha=0.2)
         self.plot.setLabel("bottom", "token")
         self.plot.setClipToView(True)
         self.plot.setDownsampling(auto=True, mode="peak")
-        self.legend = self.plot.addLegend(offset=(5, 5), labelTextSize="8pt",
-                                          labelTextColor=LEGEND_TEXT, brush=LEGEND_BACK)
+        self.legend = self.plot.legend
         bar = QHBoxLayout()
         bar.addWidget(QLabel("Metric"))
-        bar.addWidget(self.metric, 1)
+        bar.addWidget(self.metric_box, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(bar)
@@ -38,26 +39,26 @@ class QtOverlayPlot(QWidget):
 
     @property
     def metric_key(self) -> str:
-        return self.metric.currentData() or ""
+        return self.metric_box.currentData() or ""
 
     def set_runs(self, runs: list[LoadedRun]) -> None:
         """Show these runs; the chosen metric stays if any of them measured it."""
         keep = self.metric_key or DEFAULT_METRIC
         self.runs = list(runs)
-        self.metric.blockSignals(True)
-        self.metric.clear()
+        self.metric_box.blockSignals(True)
+        self.metric_box.clear()
         for m in measured_metrics([r.metrics for r in self.runs]):
-            self.metric.addItem(f"{m.label} ({m.unit})", m.key)
-        index = self.metric.findData(keep)
-        self.metric.setCurrentIndex(max(index, 0))
-        self.metric.blockSignals(False)
+            self.metric_box.addItem(f"{m.label} ({m.unit})", m.key)
+        index = self.metric_box.findData(keep)
+        self.metric_box.setCurrentIndex(max(index, 0))
+        self.metric_box.blockSignals(False)
         self._draw()
 
     def set_metric(self, key: str) -> None:
-        index = self.metric.findData(key)
+        index = self.metric_box.findData(key)
         if index < 0:
             raise KeyError(f"no run measured {key!r}")
-        self.metric.setCurrentIndex(index)
+        self.metric_box.setCurrentIndex(index)
 
     def _draw(self) -> None:
         self.plot.clear()  # removes the curves and their legend entries
@@ -67,7 +68,7 @@ class QtOverlayPlot(QWidget):
             return
         metric = BY_KEY[key]
         self.plot.setLabel("left", metric.label, units=None)
-        self.plot.setTitle(f"{metric.label} ({metric.unit}) per token", size="9pt")
+        self.plot.set_title(f"{metric.label} ({metric.unit}) per token")
         for i, run in enumerate(self.runs):
             y = series(run.metrics, key)
             name = run.label if np.isfinite(y).any() else f"{run.label} (not measured)"
