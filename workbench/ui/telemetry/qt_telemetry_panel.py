@@ -15,6 +15,8 @@ would not fit its width widens (pyqtgraph silently drops a label that does not f
 from __future__ import annotations
 
 import math
+import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -153,6 +155,9 @@ class QtTelemetryPanel(QWidget):
         layout.addWidget(self.kv_states)
         layout.addWidget(self.graphics, 1)
 
+        # When each complete frame (every stale plot given its data) was drawn: `bench ui`
+        # reads the live refresh interval from these (perf_counter seconds).
+        self.frame_times: deque[float] = deque(maxlen=4096)
         self._repaint_timer = QTimer(self)
         self._repaint_timer.setInterval(TICK_MS)
         self._repaint_timer.timeout.connect(self._tick)
@@ -351,6 +356,8 @@ class QtTelemetryPanel(QWidget):
                                                                      PLOTS_PER_TICK)]
         if self._queued:
             self._paint([key for key in self._queued.pop(0) if key in self._stale])
+            if not self._queued:
+                self.frame_times.append(time.perf_counter())
         # Tick no faster than frames are allowed: an idle tick still costs a wake-up.
         interval = TICK_MS if self._queued else max(
             TICK_MS, int(self.pacer.interval(TICK_MS / 1000, MAX_REPAINT_S) * 1000))
