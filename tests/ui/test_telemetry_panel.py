@@ -256,3 +256,19 @@ def test_a_pacer_stretched_to_its_limit_still_leaves_a_frame_due_every_0_2_s(qtb
         panel._tick()
     assert panel.frame_times  # a frame was drawn
     assert panel._repaint_timer.interval() <= 200
+
+
+def test_an_empty_plot_shows_its_reason_without_a_legend_over_it(panel):
+    """Issue 39 (screenshots): "not measured" was drawn under the legend of curves that had no
+    data. An empty plot hides its legend; one with data shows it."""
+    for i in range(20):
+        panel.append({k: v for k, v in row(i).items() if k not in ("read_bytes", "cache_hit_pct")})
+    panel.repaint()
+    empty = [k for k, label in panel._empty_labels.items() if label.isVisible()]
+    full = [k for k in panel.plots if k not in empty]
+    assert empty and full
+    for key in empty:
+        legend = panel.plots[key].legend
+        assert legend is None or not legend.isVisible(), key
+    assert any(panel.plots[k].legend is not None and panel.plots[k].legend.isVisible()
+               for k in full)

@@ -433,6 +433,10 @@ class QtTelemetryPanel(QWidget):
         axis = self.plots[key].getAxis("left")
         if axis.style["showValues"] == bool(text):
             axis.setStyle(showValues=not text)
+        # A legend of curves with no data says nothing, and lies over the reason (issue 39).
+        legend = self.plots[key].legend
+        if legend is not None and legend.isVisible() == bool(text):
+            legend.setVisible(not text)
         self._place_label(key)
 
     def _place_label(self, key: str) -> None:
