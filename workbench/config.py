@@ -146,6 +146,17 @@ _SUBSTITUTING = ("expert_substitute", ">", 0)
 _SPECULATING = ("spec", "!=", "off")
 
 
+# The expert cache's eviction policies, declared once: name -> what it evicts first. The order is
+# the native code (CachePolicy in native/src/cache_policy.h: 0 lru, 1 lfru, 2 layer), which
+# moe/streamer.py and moe/cache_policies.py derive from here; tests/unit/test_cache_policies.py
+# parses the header and checks it against this.
+CACHE_POLICIES: dict[str, str] = {
+    "lru": "least recent",
+    "lfru": "frequency + recency",
+    "layer": "layer-aware",
+}
+
+
 def _lru_cache_on(cfg: Any) -> bool:
     """Expert streaming with the LRU cache: a fixed budget or an automatic one."""
     return bool(cfg.moe_stream and (cfg.cache_auto or (isinstance(cfg.cache_mb, int)
@@ -275,9 +286,9 @@ SETTINGS: tuple[Setting, ...] = (
             "when routed)", "load", requires=_STREAMING),
     # Cache policies, warm start and prefetch (issue 24; native/src/cache_policy.h).
     Setting("cache_policy", "choice", "lru", "Cache policy", "Streaming",
-            "What the cache evicts: lru (least recent), lfru (frequency + recency), layer "
-            "(layer-aware)", "load",
-            choices=("lru", "lfru", "layer"), gate=_CACHE_GATE),
+            "What the cache evicts: "
+            + ", ".join(f"{name} ({what})" for name, what in CACHE_POLICIES.items()), "load",
+            choices=tuple(CACHE_POLICIES), gate=_CACHE_GATE),
     Setting("cache_guard", "bool", False, "Token-cycle guard", "Streaming",
             "Below one token's expert demand, keep a pinned subset instead of hitting nothing",
             "load", gate=_CACHE_GATE),
@@ -332,7 +343,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kv_disk_mb", "int", 2048, "Conversation states on disk", "Conversations",
             "Disk for conversation states evicted from memory or kept at close, for restarts",
             "request", unit="MiB", min=0, max=1 << 24, special=((0, "off"),)),
-    # Speculation (engine/spec): greedy only, and the answer is the plain greedy answer.
+    # Speculation (engine/speculation): greedy only, and the answer is the plain greedy answer.
     Setting("spec", "choice", "off", "Speculative decoding", "Speculation",
             "Draft tokens and verify them in one batch (ngram: from the conversation); greedy "
             "only",

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from workbench.engine.metrics_reader import read_metrics_csv
+from workbench.engine.turn_settings import RECORDED_PER_TURN
 
 
 def _cli(*args: str, stdin: str | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -28,6 +29,9 @@ def test_chat_one_shot_writes_metrics_and_a_perf_summary(embedded_model_path, tm
     metrics = read_metrics_csv(csv_path)
     assert len(metrics.rows) == len(progress) > 0
     assert len(metrics.summaries) == 1
+    # The turn's own settings, on their own line beside its summary (docs/telemetry.md).
+    (turn,) = metrics.turn_settings
+    assert set(turn) == set(RECORDED_PER_TURN) and turn["n_predict"] == 12
 
 
 def test_chat_interactive_two_turns_then_eof(embedded_model_path):

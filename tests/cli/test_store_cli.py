@@ -181,7 +181,7 @@ def test_runs_show_explains_the_slow_token_and_writes_its_csv(db, tmp_path, caps
     code, out, _ = cli(capsys, "runs", "show", "1", "--csv", str(target), "--db", str(db))
     assert code == 0
     assert out.startswith("run 1 (conversation 1)")
-    assert "decode tok/s: 75.00" in out
+    assert "decode rate tok/s: 75.00" in out
     assert "token 18: 90 ms" in out and "20 MiB of experts read from disk" in out
     assert "waited 60 ms on expert reads" in out
     mf = read_metrics_csv(target)

@@ -9,6 +9,7 @@ widths is the control: it collapses into one repeated token, and the same assert
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def test_expert_popularity_is_skewed_with_a_tail(churn):
     share = rs.top_expert_share(churn.loads, churn.n_expert, top_frac=0.1)
     assert 0.2 < share < 0.6, share  # uniform routing gives ~0.1; one hot set gives ~1
     used = {(layer, e) for layer, ids in churn.loads for e in ids}
-    assert len(used) > 0.75 * SMALL["n_layer"] * churn.n_expert  # the tail does get used
+    assert len(used) > 0.6 * SMALL["n_layer"] * churn.n_expert  # the tail does get used
 
 
 def test_consecutive_tokens_share_some_experts_not_all(churn, plain):
@@ -108,13 +109,15 @@ def test_router_weights_have_a_top_slot_and_a_droppable_tail(churn):
     assert agree / total > 0.95, f"reference routes differ from the engine's ({agree}/{total})"
     weights = routing.weights[:, -n_decode:].reshape(-1, routing.weights.shape[-1])
     figures = rs.weight_figures(weights)
-    # A dominant top slot that still leaves the others a real share (not top-1 in disguise).
-    assert 0.4 < figures.top_slot_mean < 0.8 and figures.top_slot_p10 < 0.5, figures
-    assert figures.top_slot_p10 > 1 / 8  # the top slot stands out even at its lowest
-    # Dropping at frac 0.5..1.0 of 1/k has slots to drop, and they carry little of the mass: a
-    # flat router (the recipe's gain 2 before) puts a quarter of it below 0.75/k and fails here.
-    assert 0.05 < figures.below_share[0.5] < figures.below_share[1.0] < 0.95, figures
-    assert figures.below_mass[0.75] < 0.2 and figures.below_mass[1.0] < 0.3, figures
+    # A top slot above an even share that does not dominate, as on real routers (Qwen3-30B:
+    # 0.27 at k=6, 1.6x even; route_stats.REAL_QWEN3_30B): the sharp router before the
+    # calibration (gain 3.0) had 0.56 here and fails.
+    assert figures.top_slot_p10 > 1 / 8 and figures.top_slot_mean < 0.4, figures
+    # Dropping at frac 0.75..1.0 of 1/k has slots to drop, carrying a real share of the mass
+    # (the trace: 32 % of the slots and 17 % of the mass below 0.75/k).
+    assert figures.below_share[0.5] <= figures.below_share[0.75] < figures.below_share[1.0]
+    assert figures.below_share[0.75] > 0.05 and figures.below_share[1.0] < 0.95, figures
+    assert 0.02 < figures.below_mass[0.75] < 0.3 and figures.below_mass[1.0] < 0.6, figures
     assert np.allclose(routing.weights.sum(-1), 1.0)
 
 
@@ -122,13 +125,18 @@ def test_bench_stream_routing_prints_the_figures(churn):
     from workbench.bench import stream
 
     logged: list[str] = []
-    line = stream.routing(churn.path, n_tokens=48, threads=2, log=logged.append)
-    fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+    line = stream.routing(churn.path, n_tokens=96, threads=2, log=logged.append)
+    first, calibration = line.split("\n")
+    fields = dict(part.split("=", 1) for part in first.split() if "=" in part)
     assert line.startswith("stream routing ") and logged
     assert int(fields["distinct_tokens"]) > 5 and fields["tail_period"] == "0"
     hits = [float(fields[f"lru_hit@{f:.0%}"]) for f in stream.ROUTING_CACHE_FRACS]
     assert hits == sorted(hits) and hits[0] < hits[-1]
     assert 0.0 < float(fields["consecutive_overlap"]) < 1.0
     # The engine's own router weights (the route records), as dropping sees them.
-    assert 0.4 < float(fields["top_slot_mean"]) < 0.8
-    assert float(fields["below_0.75k_mass"]) < float(fields["below_1k_mass"]) < 0.3
+    assert 1 / 8 < float(fields["top_slot_mean"]) < 0.4
+    assert float(fields["below_0.75k_mass"]) < float(fields["below_1k_mass"]) < 0.6
+    # The second line: every real-routing figure beside its target, and the count within.
+    assert calibration.startswith("stream routing vs real ")
+    assert len(re.findall(r"real_\S+=[0-9.]+/[0-9.]+[~!]", calibration)) == 12
+    assert re.search(r"within_tolerance=\d+/12$", calibration)

@@ -12,8 +12,7 @@ import shutil
 import pytest
 
 from workbench.engine.images import ImageInput, ImageInputError, read_image
-from workbench.engine.requests import GenerateRequest, SessionError, StopReason
-from workbench.engine.session import NO_PROJECTOR
+from workbench.engine.requests import NO_PROJECTOR, GenerateRequest, SessionError, StopReason
 from workbench.moe.synth_mmproj import ProjectorSpec, solid_png, write_projector
 
 TOKENS_PER_IMAGE = ProjectorSpec().tokens_per_image  # 16

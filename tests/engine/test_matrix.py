@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import mmap
 import subprocess
 import sys
@@ -183,3 +184,45 @@ def test_the_matrix_command_refuses_an_output_directory_whose_parent_is_missing(
     assert proc.stderr.startswith("error: the directory") and "create it first" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- --score: speed beside quality, and the Pareto front ---------------------------------------
+
+
+def test_the_pareto_front_keeps_only_undominated_arms():
+    from workbench.bench.matrix_quality import pareto_front
+
+    points = {"lossless": (10.0, 0.0), "fast": (20.0, 0.5), "worse": (15.0, 0.6),
+              "tie": (20.0, 0.5), "unmeasured": (math.nan, 0.1), "best_kl_slow": (5.0, 0.0)}
+    # "worse" is slower and further than "fast"; "best_kl_slow" has lossless's KL, slower.
+    assert pareto_front(points) == {"lossless", "fast", "tie"}
+    assert pareto_front({}) == set()
+
+
+def test_the_matrix_scores_its_arms_and_marks_the_front(tiny_moe_path, tmp_path, capsys):
+    from workbench.cli.main import main
+
+    out = tmp_path / "m"
+    prompts = tmp_path / "p.txt"
+    prompts.write_text(PROMPT + "\n")
+    text = tmp_path / "t.txt"
+    text.write_text("two white flashes, then dark; two white flashes, then dark; two white")
+    rc = main(["bench", "matrix", "-m", str(tiny_moe_path), "--no-chat-template", "-c", "256",
+               "-t", "1", "-n", "8", "--moe-stream", "--cache-mb", "2", "--no-o-direct",
+               "--preset", "full=n_expert_used=0", "--preset", "k1=n_expert_used=1",
+               "--repeats", "1", "--no-warmup", "--prompts", str(prompts), "-o", str(out),
+               "--score", "--score-text", str(text), "--score-tokens", "24"])
+    assert rc == 0, capsys.readouterr().err
+    stdout = capsys.readouterr().out
+    assert "Speed and quality" in stdout and "Pareto front" in stdout
+    arms = json.loads((out / "quality.json").read_text())["arms"]
+    assert arms["full"]["quality"]["kl_mean"][0] == 0.0  # lossless: exactly 0
+    assert arms["k1"]["quality"]["kl_mean"][0] > 0
+    assert arms["full"]["pareto"]  # nothing is closer than lossless
+    assert arms["full"]["n_scored"] == arms["k1"]["n_scored"] == 24
+    assert all(a["tok_s"][0] > 0 for a in arms.values())
+    # The front is k1 too exactly when it is faster: it cannot be closer.
+    assert arms["k1"]["pareto"] == (arms["k1"]["tok_s"][0] > arms["full"]["tok_s"][0])
+    svg = (out / "pareto.svg").read_text()
+    assert svg.startswith("<svg") and "full (front)" in svg
+    assert (out / "quality.txt").read_text() in stdout

@@ -12,7 +12,7 @@ from workbench.engine.metrics_reader import read_metrics_csv
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import SPEC_GREEDY_ONLY, Session, SessionError
 from workbench.engine.sinks import CsvMetricsSink
-from workbench.engine.spec.speculator import Speculator
+from workbench.engine.speculation.speculator import Speculator
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from tests.logits import recorded_logits
 from workbench.config import Config
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.session import Session
-from workbench.engine.spec import speculator
+from workbench.engine.speculation import speculator
 
 # Raw text that asks to be continued by repeating itself: prompt lookup drafts most of it.
 REPEATING = ("Copy the list exactly.\nList: red apple, green pear, yellow banana, purple plum, "

@@ -46,7 +46,7 @@ def test_a_chat_request_becomes_a_typed_call():
     ({"messages": USER, "stop": 3}, "stop"),
     ({"messages": USER, "stream": "yes"}, "stream"),
     ({"messages": USER, "n": 2}, "n"),
-    ({"messages": USER, "tools": [{"type": "function"}]}, "tools"),
+    ({"messages": USER, "tools": [{"type": "function"}]}, "tools[0]"),
     ({"messages": USER, "logprobs": 1}, "logprobs"),
     ({"messages": USER, "top_logprobs": 3}, "top_logprobs"),
     ({"messages": USER, "logprobs": True, "top_logprobs": 21}, "top_logprobs"),

@@ -166,3 +166,25 @@ def test_sampled_logprobs_come_from_the_filtered_distribution(served):
             cut += 1
             assert mass == pytest.approx(1.0, abs=1e-4)
     assert cut > 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_logprobs_leave_out_the_stop_strings_tokens(served, stream):
+    client = served.client()
+    free = client.chat.completions.create(model="any", messages=ASK, max_tokens=24,
+                                          temperature=0).choices[0].message.content
+    stop = free.split()[3]  # a word a few tokens in: the answer stops there
+    kwargs = dict(model="any", messages=ASK, max_tokens=24, temperature=0, stop=[stop],
+                  logprobs=True)
+    if stream:
+        with client.chat.completions.stream(**kwargs) as events:
+            for _ in events:
+                pass
+            reply = events.get_final_completion()
+    else:
+        reply = client.chat.completions.create(**kwargs)
+    choice = reply.choices[0]
+    assert choice.finish_reason == "stop" and stop not in choice.message.content
+    joined = "".join(c.token for c in choice.logprobs.content)
+    assert joined.startswith(choice.message.content)
+    assert stop not in joined  # none of the stop string's own tokens

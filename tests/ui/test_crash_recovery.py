@@ -72,7 +72,7 @@ def test_a_killed_window_loses_at_most_a_second(qtbot, make_window, data_dir: Pa
     with Store.open(default_path(), recover=False) as store:
         interrupted = store.get_run(run_id)
     assert interrupted.interrupted and interrupted.n_token_rows == len(rows)
-    from workbench.ui.runs.entries import entry_from_run
+    from workbench.runs.entries import entry_from_run
 
     assert entry_from_run(interrupted).label.endswith("(interrupted)")
     # The interrupted answer is not the model's context: the next turn's history stops before.

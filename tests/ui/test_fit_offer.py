@@ -75,6 +75,6 @@ def _machine(available: float):
 
 def picker_kv(config) -> float:
     from workbench.moe.layout import read_model_facts
-    from workbench.ui.models.estimate import estimate_memory
+    from workbench.moe.memory_estimate import estimate_memory
 
     return estimate_memory(read_model_facts(config.model), config.n_ctx).kv_max_mib

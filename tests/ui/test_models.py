@@ -9,7 +9,7 @@ import pytest
 from tests.full_disk import fill_the_disk
 from workbench.atomic_write import OutputFileError
 from workbench.moe.layout import read_model_facts
-from workbench.ui.models.estimate import estimate_memory
+from workbench.moe.memory_estimate import estimate_memory
 from workbench.ui.models.qt_model_picker import BUNDLED_BASE, QtModelPicker
 from workbench.ui.models.recent import add_recent, load_recent
 

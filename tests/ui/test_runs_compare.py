@@ -17,8 +17,8 @@ from workbench.config import Config
 from workbench.engine.metrics import ModelIdentity, RunInfo, RunSummary, TokenMetrics
 from workbench.engine.metrics_reader import read_metrics_csv
 from workbench.engine.sinks import CsvMetricsSink
+from workbench.runs.entries import LoadedRun
 from workbench.ui.runs.curves import series
-from workbench.ui.runs.entries import LoadedRun
 
 UPSTREAM = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "upstream" / (
     "bmoe-v1-desktop-qwen36.csv")
@@ -304,5 +304,65 @@ def test_bench_matrix_runs_with_progress_and_opens_in_compare(qtbot, run, tmp_pa
         assert list(view.overlay.curves) == ["one-thread r1", "two-threads r1"]
         assert view.config_diff.keys() == ["n_threads"]
         assert len(page.runs_list.model.entries) == 2  # the files joined the list
+    finally:
+        run(db.close())
+
+
+def run_quality_kl(db, run, run_id: int) -> list[float]:
+    return run(db.call(lambda s: s.get_run(run_id))).quality["series"]["kl"]
+
+
+def test_the_runs_page_shows_scored_runs_quality_and_compares_it(qtbot, run, tmp_path):
+    """A scored run (`workbench score`) in the list: perplexity, KL and agreement with their
+    intervals beside tok/s and reads; compared, the table gains the quality rows and the view
+    names the lossy setting that caused the difference."""
+    from PySide6.QtCore import Qt
+
+    from tests.unit.test_scored_runs import report
+    from workbench.bench.quality import save_scored_run
+    from workbench.store import Store
+    from workbench.ui.db_worker import AsyncStore
+    from workbench.ui.runs.qt_runs_page import QtRunsPage
+    from workbench.ui.runs.qt_runs_table_model import COLUMNS
+
+    with Store.open(tmp_path / "runs.db") as store:
+        light = save_scored_run(store, report(0.1, seed=4))
+        heavy = save_scored_run(store, report(1.0, seed=4, n_expert_used=1))
+    db = run(AsyncStore.open(tmp_path / "runs.db"))
+    page = QtRunsPage(db.call, Config())
+    qtbot.addWidget(page)
+    try:
+        run(page.refresh())
+        model = page.runs_list.model
+        keys = [k for k, _ in COLUMNS]
+        row = model.row_of(f"run:{heavy}")
+        kl = model.index(row, keys.index("kl_mean")).data()
+        assert "[" in kl and float(kl.split()[0]) > 0  # an estimate with its interval
+        assert model.index(row, keys.index("read_mib")).data() == "1.00"
+        assert "positions scored" in model.index(row, keys.index("kl_mean")).data(
+            Qt.ItemDataRole.ToolTipRole)
+        table = run(page.compare([f"run:{light}", f"run:{heavy}"]))
+        assert table is not None and table.row("kl_mean").cells[1].ratio.estimate > 1
+        view = page.compare_view
+        assert "n_expert_used (lossy)" in [view.config_diff.item(r, 0).text()
+                                           for r in range(view.config_diff.rowCount())]
+        assert "n_expert_used" in view.cause.text() and not view.cause.isHidden()
+        assert view.summary.text_at("agree_pct", 2) != "—"
+        # The per-position KL lane: brushed, it says what the stretch cost and which text.
+        overlay = view.overlay
+        assert overlay.metric_box.findData("kl") >= 0 and overlay.worst_button.isEnabled()
+        found = overlay.select_worst()
+        assert overlay.metric_key == "kl" and overlay.region is not None
+        kl = np.asarray(run_quality_kl(db, run, light))
+        first, last = found[0].first, found[0].last
+        assert last - first + 1 == 16 and found[0].kl_mean == pytest.approx(
+            kl[first:last + 1].mean())
+        assert found[0].kl_mean >= kl.mean()  # the worst stretch is at least average
+        assert f"w{first} w{first + 1}" in overlay.readout.text()
+        assert "KL mean" in overlay.readout.text() and not overlay.readout.isHidden()
+        brushed = overlay.select_span(2.2, 5.8)  # Shift+drag reports x; whole positions 3..5
+        assert [(s.first, s.last) for s in brushed] == [(3, 5), (3, 5)]
+        overlay.clear_span()
+        assert overlay.readout.isHidden() and overlay.region is None
     finally:
         run(db.close())

@@ -3,11 +3,15 @@ and the warm-start file: no model needed."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from workbench.config import BY_NAME, CACHE_POLICIES
 from workbench.engine.warm_start import load_frequencies, preload_order, save_frequencies
-from workbench.moe.cache_policies import PolicyCache, replay_policy
+from workbench.moe.cache_policies import POLICIES, PolicyCache, replay_policy
 from workbench.moe.replay import Lookup, replay_lru
 from workbench.moe.route_trace import (
     RouteTrace,
@@ -16,6 +20,7 @@ from workbench.moe.route_trace import (
     read_trace,
     write_trace,
 )
+from workbench.moe.streamer import POLICY_CODES
 
 SIZE = 10
 BYTES = {0: SIZE, 1: SIZE, 2: SIZE}
@@ -134,3 +139,42 @@ def test_frequencies_round_trip_and_a_damaged_file_starts_cold(tmp_path):
     missing, note = load_frequencies(path, (3, 4))
     assert missing is None and "damaged" in note
     assert load_frequencies(tmp_path / "none.npy", (3, 4)) == (None, "")
+
+
+# ---- one declaration of the policies (config.CACHE_POLICIES) against the native enum ---------
+
+NATIVE_POLICY_HEADER = Path(__file__).resolve().parents[2] / "native" / "src" / "cache_policy.h"
+
+
+def native_policies(header: str) -> dict[str, int]:
+    """The CachePolicy enum's entries, lower-cased name -> code, as the header declares them;
+    and the range cache_policy_from accepts must be exactly those codes."""
+    body = re.search(r"enum class CachePolicy\s*:\s*\w+\s*\{(.*?)\};", header, re.S)
+    assert body is not None, "no `enum class CachePolicy` in the header"
+    entries = {name.lower(): int(code)
+               for name, code in re.findall(r"^\s*(\w+)\s*=\s*(\d+)\s*,", body.group(1), re.M)}
+    top = re.search(r"value < 0 \|\| value > (\d+)", header)
+    assert top is not None, "no range check in cache_policy_from"
+    assert sorted(entries.values()) == list(range(int(top.group(1)) + 1)), (entries, top.group(0))
+    return entries
+
+
+def test_the_native_enum_is_the_declared_policy_list():
+    declared = {name: code for code, name in enumerate(CACHE_POLICIES)}
+    assert native_policies(NATIVE_POLICY_HEADER.read_text()) == declared
+    # Everything on the Python side is derived from the one declaration.
+    assert POLICIES == tuple(CACHE_POLICIES) == BY_NAME["cache_policy"].choices
+    assert declared == POLICY_CODES
+
+
+def test_a_drifted_native_enum_is_caught():
+    """Negative control: a header with a policy added or renumbered no longer matches."""
+    header = NATIVE_POLICY_HEADER.read_text()
+    declared = {name: code for code, name in enumerate(CACHE_POLICIES)}
+    added = header.replace("Layer = 2,", "Layer = 2,\n    Belady = 3,").replace(
+        "value > 2", "value > 3")
+    assert native_policies(added) != declared
+    swapped = header.replace("Lfru = 1,", "Lfru = 2,").replace("Layer = 2,", "Layer = 1,")
+    assert native_policies(swapped) != declared
+    with pytest.raises(AssertionError):  # the range check left behind the enum
+        native_policies(header.replace("Layer = 2,", "Layer = 2,\n    Belady = 3,"))

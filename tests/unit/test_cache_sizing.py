@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from workbench.cli.replay import parse_budgets
+from workbench.moe.cache_sizing import compute_curves
 from workbench.moe.replay import MIB, default_budgets
 from workbench.moe.route_trace import TraceMeta
 from workbench.moe.routes import Phase, RouteLoad
-from workbench.ui.cache_sizing import compute_curves
 
 
 def test_budgets_are_even_steps_to_every_expert_plus_the_one_in_force():

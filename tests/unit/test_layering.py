@@ -38,6 +38,9 @@ def test_import_contracts_hold():
     ("ui/chat/shown.py", "from workbench.engine import session", "engine.session only"),
     ("server/app.py", "import PySide6", "Qt only in ui"),
     ("server/runner.py", "from workbench.ui import bridge", "Layers point downward"),
+    ("cli/runs.py", "from workbench.ui.runs import qt_runs_page", "cli reaches ui only"),
+    # Its own exceptions are per module: the window entry point's licence is not the CLI's.
+    ("cli/replay.py", "from workbench.ui import qt_app", "cli reaches ui only"),
 ])
 def test_the_contracts_catch_a_violation(tmp_path, module, line, contract):
     """Negative control: each contract fails on a copy of the tree with one bad import added."""

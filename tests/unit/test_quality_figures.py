@@ -12,7 +12,7 @@ import threading
 import numpy as np
 import pytest
 
-from workbench.bench import choices, quality
+from workbench.bench import choices, lossy, quality
 from workbench.bench.quality_stats import (
     SeriesBuilder,
     figures,
@@ -83,18 +83,18 @@ def test_no_positions_is_refused():
 
 
 def test_the_reference_resets_every_lossy_lever_and_speculation():
-    lossy = [s.name for s in SETTINGS if s.group == quality.LOSSY_GROUP]
-    assert {"n_expert_used", "drop_cold_frac"} <= set(lossy)
+    levers = [s.name for s in SETTINGS if s.group == lossy.LOSSY_GROUP]
+    assert {"n_expert_used", "drop_cold_frac"} <= set(levers)
     setting = Config(moe_stream=True, cache_mb=64, n_expert_used=1, drop_cold_frac=0.5,
                      spec="ngram", cache_policy="lfru")
     ref = quality.reference_config(setting)
-    for name in lossy:
+    for name in levers:
         assert getattr(ref, name) == Config().__getattribute__(name), name
     assert ref.spec == "off" and ref.moe_stream is False
     streamed = quality.reference_config(setting, streamed=True)
     assert streamed.moe_stream and streamed.cache_policy == "lfru"
     assert streamed.drop_cold_frac == 0 and streamed.n_expert_used == 0
-    assert quality.lossy_settings(setting) == {"n_expert_used": 1, "drop_cold_frac": 0.5}
+    assert lossy.lossy_settings(setting) == {"n_expert_used": 1, "drop_cold_frac": 0.5}
 
 
 def test_batched_scoring_is_refused_for_cache_dependent_settings_before_any_load():

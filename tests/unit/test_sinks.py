@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from tests.full_disk import fill_the_disk
 from workbench.atomic_write import OutputFileError
+from workbench.config import Config
 from workbench.engine.metric_columns import COLUMNS, UPSTREAM_COLUMNS
 from workbench.engine.metrics import ModelIdentity, RunInfo, RunSummary, TokenMetrics
 from workbench.engine.metrics_reader import (
@@ -22,6 +23,7 @@ from workbench.engine.metrics_reader import (
 )
 from workbench.engine.metrics_syntax import decode_value, encode_value, escape_text, unescape_text
 from workbench.engine.sinks import CsvMetricsSink, FanoutSink, MemorySink, Sink
+from workbench.engine.turn_settings import RECORDED_PER_TURN, TurnSettings
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 V1_FIXTURE = FIXTURES / "upstream" / "bmoe-v1-desktop-qwen36.csv"
@@ -653,3 +655,62 @@ def test_a_discarded_session_leaves_the_earlier_file(tmp_path: Path) -> None:
     sink.discard()
     assert path.read_text() == "the earlier run\n"
     assert [p.name for p in tmp_path.iterdir()] == ["run.csv"]
+
+
+# ---- a turn's settings on a line of their own (wb_turn_settings) -----------------------------
+
+
+def turn_settings(temp: float, seed: int) -> dict[str, object]:
+    """What a turn's record keeps: TurnSettings.recorded() of a session's settings, changed."""
+    return TurnSettings.of(Config()).replace(temp=temp, top_p=0.8, top_k=20, seed=seed,
+                                              think=True).recorded()
+
+
+def test_each_turn_settings_round_trip_beside_its_summary(tmp_path: Path) -> None:
+    path = tmp_path / "run.csv"
+    first, second = turn_settings(0.7, 42), turn_settings(0.0, -1)
+    summaries = [make_summary(0, 1), make_summary(1, 1), make_summary(2, 1)]
+    summaries[0].turn_settings, summaries[2].turn_settings = first, second  # turn 1: unknown
+    with CsvMetricsSink(path) as sink:
+        sink.on_run_info(make_info())
+        for s in summaries:
+            sink.on_token(make_token(1, s.turn, "x"))
+            sink.on_summary(s)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    # Its own line, right before the summary it belongs to; a turn without settings has none.
+    at = [i for i, line in enumerate(lines) if line.startswith("# wb_turn_settings=")]
+    assert [lines[i + 1].startswith("# summary ") for i in at] == [True, True]
+    mf = read_metrics_csv(path)
+    assert mf.turn_settings == [first, {}, second]
+    assert mf.turn_settings[0]["temp"] == 0.7 and mf.turn_settings[0]["seed"] == 42
+    assert set(first) == set(RECORDED_PER_TURN) and "system_prompt" not in first
+    # The load scope is recorded once: the per-turn line is not a preamble key.
+    assert "wb_turn_settings" not in mf.preamble
+    assert mf.preamble["temp"] == "0.7"  # the preamble's sampling line: the session's, as before
+
+
+def test_a_file_without_turn_settings_lines_reads_as_before(tmp_path: Path) -> None:
+    """Older files (and upstream's) have no such line: every summary gets {}."""
+    path = tmp_path / "run.csv"
+    write_session(path)
+    text = path.read_text(encoding="utf-8")
+    assert "wb_turn_settings" not in text
+    mf = read_metrics_csv(path)
+    assert mf.turn_settings == [{}, {}] and len(mf.summaries) == 2
+
+
+def test_the_turn_settings_line_goes_with_the_next_summary_only() -> None:
+    text = ("# bmoe_metrics v2\nstep,wall_ms\n1,5\n"
+            '# wb_turn_settings={"temp":0.5}\n# summary tokens=1\n# summary tokens=1\n')
+    assert parse_metrics(text).turn_settings == [{"temp": 0.5}, {}]
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    ("{not json", "wb_turn_settings is not valid JSON"),
+    ("[1,2]", "wb_turn_settings is not a JSON object"),
+])
+def test_a_misread_turn_settings_line_names_its_line(value: str, fragment: str) -> None:
+    text = f"# bmoe_metrics v2\nstep,wall_ms\n1,5\n# wb_turn_settings={value}\n# summary tokens=1\n"
+    with pytest.raises(MetricsFormatError) as err:
+        parse_metrics(text)
+    assert err.value.line == 4 and fragment in err.value.message

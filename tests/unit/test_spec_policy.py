@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.engine.spec import ngram as ng
-from workbench.engine.spec import speculator
-from workbench.engine.spec.ngram import ngram_draft
-from workbench.engine.spec.policy import MAX_COOLDOWN, DraftPolicy, best_length
-from workbench.engine.spec.speculator import Speculator, accept
+from workbench.engine.speculation import ngram as ng
+from workbench.engine.speculation import speculator
+from workbench.engine.speculation.ngram import ngram_draft
+from workbench.engine.speculation.policy import MAX_COOLDOWN, DraftPolicy, best_length
+from workbench.engine.speculation.speculator import Speculator, accept
 
 
 def test_proposes_what_followed_the_earlier_occurrence_of_the_tail() -> None:

@@ -19,10 +19,10 @@ from workbench.bench.compare import RunFigures, compare
 from workbench.bench.stall_report import explain_file, format_report
 from workbench.cli.main import main
 from workbench.engine.metrics_reader import parse_metrics, read_metrics_csv
+from workbench.moe.cache_sizing import compute_curves
 from workbench.moe.replay import MIB, lookups, recorded_hit_pct, replay_lru
 from workbench.moe.route_trace import RouteTraceError, read_trace
 from workbench.moe.routes import Phase
-from workbench.ui.cache_sizing import compute_curves
 
 UPSTREAM = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "upstream"
 ROUTE_TRACE = UPSTREAM / "qwen3-30b.route.csv"
@@ -180,3 +180,26 @@ def test_explain_reads_a_newer_v2_file_on_the_command_line(capsys, tmp_path):
     path.write_text(newer_v2(V1_METRICS.read_text()))
     assert main(["explain", str(path)]) == 0
     assert "turn 0: 256 tokens, median 199.7 ms; 3 slow" in capsys.readouterr().out
+
+
+def test_the_real_routing_targets_are_what_the_real_trace_measures(real_trace):
+    """`route_stats.REAL_QWEN3_30B`, the bench router's calibration target, is measured from
+    the trace (decode loads), not typed in: every figure agrees to its printed precision."""
+    from workbench.moe import route_stats as rs
+    from workbench.moe.routes import looked_up
+
+    decode = [t.load for t in real_trace.loads if t.load.phase is Phase.DECODE]
+    meta = real_trace.meta
+    measured = rs.routing_figures(looked_up(decode), np.concatenate([d.weights for d in decode]),
+                                  n_expert=meta.n_expert, n_expert_used=meta.n_expert_used,
+                                  n_layers=len(meta.expert_bytes))
+    checks = rs.against(measured, tolerance=rs.RoutingFigures(
+        lru_at_demand=(0.0006,) * 4, consecutive_overlap=0.006, top10_share=0.006,
+        drift_kept=0.006, drift_share=0.006, top_slot_mean=0.0006, top_slot_p10=0.0006,
+        below_075k_slots=0.0006, below_075k_mass=0.0006))
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    # The checks can fail: the figures of a router with fixed favourites are far from these.
+    frozen = [(ld.layer, [0, 1, 2, 3, 4, 5]) for ld in decode]
+    fixed = rs.routing_figures(frozen, np.full((len(decode), 6), 1 / 6), n_expert=128,
+                               n_expert_used=6, n_layers=48)
+    assert not any(c.ok for c in rs.against(fixed) if c.name.startswith(("lru", "drift")))

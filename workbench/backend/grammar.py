@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -192,13 +193,19 @@ class Picker:
     """One turn's token picker: grammar (optional), filters, pick; see the module docstring."""
 
     def __init__(self, model: Model, chain: ChainSettings, *, grammar: str = "",
-                 root: str = "root", n_top: int = 0) -> None:
+                 root: str = "root", n_top: int = 0, triggers: tuple[str, ...] = ()) -> None:
         self._n_top = n_top
         self._grammar: int | None = None
         self._filters: int | None = None
         self._pick: int | None = None
         self.grammar_ns = 0  # the grammar's apply and accept time, summed over the turn
         self.last_grammar_ns = 0  # ... for the last pick alone
+        self._model = model
+        # Lazy: free until the generated text matches a trigger (see `_await_trigger`).
+        self._triggers = tuple(re.compile(t.encode()) for t in triggers)
+        self._awaiting = bool(grammar and triggers)
+        self._said = b""  # the text generated while awaiting a trigger
+        self.grammar_refused = False  # the text at the trigger was not one the grammar allows
         if grammar:
             ptr = ll.llama_sampler_init_grammar(model.vocab, grammar.encode(), root.encode())
             if not ptr:
@@ -240,7 +247,8 @@ class Picker:
         arr.size, arr.selected, arr.sorted = self._n_vocab, -1, False
         ref = ctypes.byref(arr)
         grammar_ns = 0
-        if self._grammar is not None:
+        holds = self._grammar is not None and not self._awaiting and not self.grammar_refused
+        if holds:
             t0 = time.perf_counter_ns()
             ll.llama_sampler_apply(self._grammar, ref)
             grammar_ns = time.perf_counter_ns() - t0
@@ -265,9 +273,13 @@ class Picker:
             order = order[: min(self._n_top, int(finite.sum()))]
             alternatives = tuple(Alternative(int(live["id"][i]), float(logits[i] - logz))
                                  for i in order)
-        if self._grammar is not None:
+        if holds:
             t0 = time.perf_counter_ns()
             ll.llama_sampler_accept(self._grammar, token)
+            grammar_ns += time.perf_counter_ns() - t0
+        elif self._awaiting:
+            t0 = time.perf_counter_ns()
+            self._await_trigger(token)
             grammar_ns += time.perf_counter_ns() - t0
         ll.llama_sampler_accept(self._filters, token)
         if self._pick is not None:
@@ -275,6 +287,39 @@ class Picker:
         self.last_grammar_ns = grammar_ns
         self.grammar_ns += grammar_ns
         return Pick(token=token, logprob=logprob, top=alternatives)
+
+    def _await_trigger(self, token: int) -> None:
+        """llama.cpp's lazy grammar, done here: once the text generated so far matches a
+        trigger pattern (whole), the grammar holds from the first capture group on, that text
+        fed to it first. Fed through its mask, token by token: llama.cpp's own lazy sampler
+        throws through the C API (and aborts the process) when the model's text at the trigger
+        is one the grammar refuses; here the grammar stands aside for the rest of the turn."""
+        self._said += self._model.token_to_piece(token)
+        for pattern in self._triggers:
+            match = pattern.fullmatch(self._said)
+            if match is None:
+                continue
+            start = next((match.start(i) for i in range(1, pattern.groups + 1)
+                          if match.group(i)), match.start())
+            self._awaiting = False
+            text = self._said[start:].decode("utf-8", errors="replace")
+            self._said = b""
+            for piece in self._model.tokenize(text, add_special=False, parse_special=True):
+                if not self._allows(piece):
+                    self.grammar_refused = True
+                    return
+                ll.llama_sampler_accept(self._grammar, piece)
+            return
+
+    def _allows(self, token: int) -> bool:
+        """Whether the grammar allows `token` next (its mask over that one candidate)."""
+        one = np.zeros(1, dtype=TOKEN_DATA)
+        one["id"] = token
+        arr = ll.llama_token_data_array(
+            data=one.ctypes.data_as(ctypes.POINTER(ll.llama_token_data)), size=1, selected=-1,
+            sorted=False)
+        ll.llama_sampler_apply(self._grammar, ctypes.byref(arr))
+        return bool(np.isfinite(one["logit"][0]))
 
     @property
     def constrained(self) -> bool:

@@ -36,6 +36,7 @@ from workbench.bench.quality import QualityError, for_scoring, read_text, refere
 from workbench.bench.quality_stats import log_softmax
 from workbench.bench.stats import Interval, moving_block_bootstrap
 from workbench.config import Config
+from workbench.engine.metrics import UNMEASURED, RunInfo, RunSummary
 from workbench.engine.session import Session
 from workbench.paths import resources_dir
 
@@ -126,6 +127,8 @@ class ArmAnswers:
 
     picks: list[int] = field(default_factory=list)
     scores: list[list[float]] = field(default_factory=list)
+    positions: int = 0  # continuation positions decoded (the prompts' excluded)
+    decode_seconds: float = 0.0
 
 
 @dataclass(slots=True)
@@ -136,6 +139,9 @@ class ChoicesReport:
     setting: ArmAnswers
     reference: ArmAnswers
     setting_settings: dict[str, object]
+    reference_settings: dict[str, object] = field(default_factory=dict)
+    info: RunInfo | None = None  # the setting's session's run info (what a stored run keeps)
+    n_ctx: int = -1
 
     def correct(self, arm: ArmAnswers) -> np.ndarray:
         return np.array([p == q.answer for p, q in zip(arm.picks, self.questions, strict=True)])
@@ -167,6 +173,21 @@ class ChoicesReport:
                 "accuracy_reference": [acc_r.estimate, acc_r.low, acc_r.high],
                 "lost_lines": self.lost, "gained_lines": self.gained,
                 "mcnemar_p": self.p_value}
+
+    def choices_record(self) -> dict[str, object]:
+        """What the store keeps of the comparison (Run.quality["choices"]; a choices run has
+        no "figures", so nothing reads it as a scored text)."""
+        return {"choices": {**self.to_dict(), "reference": self.reference_settings}}
+
+    def run_summary(self) -> RunSummary:
+        """The setting's read as a run: its continuation positions decoded and their time."""
+        a = self.setting
+        return RunSummary(
+            turn=0, n_generated=a.positions, gen_seconds=a.decode_seconds, n_prompt=0,
+            n_reused=0, n_past=0, n_ctx=self.n_ctx, load_seconds=UNMEASURED,
+            prefill_seconds=UNMEASURED, ttft_seconds=UNMEASURED, majflt_per_token=UNMEASURED,
+            cpu_s_per_token=UNMEASURED, loop_overhead_s_per_token=UNMEASURED,
+            stop_reason="length")
 
     def lines(self) -> list[str]:
         n = len(self.questions)
@@ -206,9 +227,24 @@ def score_choices(setting: Config, questions: list[Question], *, name: str = "qu
     arms = []
     for phase, cfg in (("reference", reference), ("setting", setting)):
         with opened(cfg) as session:
+            info, n_ctx = session.run_info, session.n_ctx
             arms.append(on_engine(lambda s=session, p=phase: _answer_all(s, questions, by, p,
                                                                           progress)))
-    return ChoicesReport(name, by, questions, arms[1], arms[0], setting.diff_from_defaults())
+    return ChoicesReport(name, by, questions, arms[1], arms[0], setting.diff_from_defaults(),
+                         reference.diff_from_defaults(), info, n_ctx)
+
+
+CHOICES_LABEL = "choices"
+
+
+def save_choices_run(store, report: ChoicesReport) -> int:
+    """Record a choices run in `store` (a workbench.store.Store; this layer does not import it):
+    a headless run with its summary and the accuracies, flips and McNemar p. Returns its id."""
+    if report.info is None:
+        raise ValueError("the report has no run info: it was not made by score_choices")
+    run = store.create_run(report.info, summary=report.run_summary(), label=CHOICES_LABEL)
+    store.set_quality(run.id, report.choices_record())
+    return int(run.id)
 
 
 def _answer_all(session: Session, questions: list[Question], by: str, phase: str,
@@ -232,9 +268,32 @@ def _answer_all(session: Session, questions: list[Question], by: str, phase: str
             if run.error or run.stopped:
                 raise QualityError(f"the {phase} run failed at line {q.line}: "
                                    f"{run.error or 'stopped'}")
+            arm.positions += run.n_positions
+            arm.decode_seconds += run.decode_seconds
             scores.append(sum(logps) if by == "letter" else sum(logps) / len(logps))
         arm.scores.append(scores)
         arm.picks.append(int(np.argmax(scores)))
         if progress is not None:
             progress(phase, k + 1, len(questions))
     return arm
+
+
+def stored_choices_line(quality: object) -> str:
+    """A stored run's choices result in one line ("" for any other run, or a damaged record):
+    the accuracies with intervals, the flips each way and McNemar's p."""
+    rec = quality.get("choices") if isinstance(quality, dict) else None
+    if not isinstance(rec, dict):
+        return ""
+    try:
+        acc_s, acc_r = (Interval(*map(float, rec[k])) for k in ("accuracy_setting",
+                                                                 "accuracy_reference"))
+        lost, gained = len(rec["lost_lines"]), len(rec["gained_lines"])
+        p, n = float(rec["mcnemar_p"]), int(rec["n_questions"])
+    except (KeyError, TypeError, ValueError):
+        return ""
+
+    def pct(iv: Interval) -> str:
+        return f"{100 * iv.estimate:.1f} % [{100 * iv.low:.1f}, {100 * iv.high:.1f}]"
+
+    return (f"{rec.get('file', '?')}, {n} questions: accuracy {pct(acc_s)} vs reference "
+            f"{pct(acc_r)}; {lost} right->wrong, {gained} wrong->right; McNemar p={p:.3g}")

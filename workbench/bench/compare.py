@@ -23,7 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.bench.figures import FIGURES, Figure, RunFigures, pooled_estimate
+from workbench.bench.figures import (
+    FIGURES,
+    QUALITY_FIGURES,
+    Figure,
+    RunFigures,
+    pooled_estimate,
+)
+from workbench.bench.lossy import LOSSY_NAMES
 from workbench.bench.stats import (
     Interval,
     block_bootstrap_draws,
@@ -43,6 +50,7 @@ __all__ = [
 
 MIN_REPEATS = 5  # below this a bootstrap over repeats has too few distinct resamples
 MISSING = "—"
+QUALITY_KEYS = frozenset(f.key for f in QUALITY_FIGURES)
 
 
 @dataclass
@@ -78,6 +86,11 @@ class ConfigDifference:
     key: str
     values: tuple[str | None, ...]  # one per arm; None when the arm's file lacks the key
 
+    @property
+    def lossy(self) -> bool:
+        """A lossy lever (bench/lossy.py): the settings that can change the answers."""
+        return self.key in LOSSY_NAMES
+
 
 @dataclass
 class CompareTable:
@@ -95,6 +108,23 @@ class CompareTable:
 
     def cell(self, key: str, arm: int) -> Cell:
         return self.row(key).cells[arm]
+
+    @property
+    def quality_cause(self) -> str:
+        """Which setting a quality difference comes from, in words ("" when no arm was scored):
+        of the settings that differ, only the lossy levers can change what the model computes;
+        the others (cache, policy, prefetch, threads) are lossless and cost speed only."""
+        if not any(r.figure.key in QUALITY_KEYS for r in self.rows):
+            return ""
+        lossy = [d.key for d in self.config_diff if d.lossy]
+        if not lossy:
+            return ("quality: no lossy setting differs, so any quality difference is noise or "
+                    "a different text or reference")
+        if len(lossy) == 1:
+            return f"quality: the difference comes from {lossy[0]}, the only lossy setting " \
+                   "that differs"
+        return f"quality: the difference comes from {', '.join(lossy)} together (lossy " \
+               "settings that differ); score one at a time to separate them"
 
 
 def load_runs(paths: Iterable[str | Path], trim: int = 0) -> list[RunFigures]:
@@ -199,7 +229,8 @@ def compare_arms(
         raise ValueError("nothing to compare: give at least one run")
     arms = list(arms)
     rows = []
-    for fi, figure in enumerate(FIGURES):
+    scored = any(run.scored for arm in arms for run in arm.runs)
+    for fi, figure in enumerate((*FIGURES, *QUALITY_FIGURES) if scored else FIGURES):
         estimates = [pooled_estimate(arm.runs, figure) for arm in arms]
         draws = [_draws(arm, figure, np.random.default_rng([seed, ai, fi]), resamples,
                         min_repeats) for ai, arm in enumerate(arms)]
@@ -327,11 +358,13 @@ def format_table(table: CompareTable) -> str:
     lines += ["", "configuration difference:"]
     if table.config_diff:
         diff = [["setting", *(a.label for a in arms)]]
-        diff += [[d.key, *(MISSING if v is None else v for v in d.values)]
-                 for d in table.config_diff]
+        diff += [[d.key + (" (lossy)" if d.lossy else ""),
+                  *(MISSING if v is None else v for v in d.values)] for d in table.config_diff]
         lines += ["  " + line for line in _align(diff)]
     else:
         lines.append("  none (the arms ran the same configuration)")
+    if table.quality_cause:
+        lines.append("  " + table.quality_cause)
     lines += ["", "intervals:", *("  " + m for m in table.methods)]
     if len(arms) > 1:
         lines.append("  * the ratio's interval excludes 1: a difference, not noise")

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from workbench.bench.stats import Reduce, Stat, reduce_stat
 from workbench.engine import metric_columns
 from workbench.engine.metrics_reader import MetricsFile, column, read_metrics_csv
+from workbench.engine.summary_labels import CACHE_HIT, RATE, TTFT
 
 MIB = 1 << 20
 
@@ -56,19 +58,28 @@ def _of_column(key: str, label: str, column: str, reduce: Reduce,
 
 FIGURES: tuple[Figure, ...] = (
     # A rate over the decode wall: its unit is the rate's, not the column's.
-    Figure("tok_s", "decode rate", "tok/s", "wall_ms", "token", "rate", "higher"),
+    Figure("tok_s", RATE.label, RATE.unit, "wall_ms", "token", "rate", "higher"),
     _of_column("median_ms", "median", "wall_ms", "percentile", "lower", 50),
     _of_column("p95_ms", "p95", "wall_ms", "percentile", "lower", 95),
     _of_column("p99_ms", "p99", "wall_ms", "percentile", "lower", 99),
-    Figure("ttft_s", "TTFT", "s", "ttft_s", "turn", "mean", "lower"),
+    Figure("ttft_s", TTFT.label, TTFT.unit, "ttft_s", "turn", "mean", "lower"),
     # read_bytes in MiB (RunFigures.from_metrics converts it).
     Figure("read_mib", "read", "MiB/token", "read_mib", "token", "mean", "lower"),
     # The run's last cumulative hit rate, in the column's unit.
-    Figure("hit_pct", "cache hit", metric_columns.BY_NAME["cache_hit_pct"].unit, "hit_pct", "run",
-           "mean", "higher"),
+    Figure("hit_pct", CACHE_HIT.label, CACHE_HIT.unit, "hit_pct", "run", "mean", "higher"),
     _of_column("faults", "major faults", "majflt", "mean", "lower"),
 )
-FIGURE_BY_KEY = {f.key: f for f in FIGURES}
+# A scored run's quality figures (bench/quality.py), over its per-position series (one value per
+# scored position, kept in the store as Run.quality["series"]). The compare table shows them only
+# when an arm was scored; a run that was not has empty series and shows "—".
+QUALITY_FIGURES: tuple[Figure, ...] = (
+    Figure("ppl", "perplexity", "", "nll", "token", "exp_mean", "lower"),
+    Figure("kl_mean", "KL mean", "nats", "kl", "token", "mean", "lower"),
+    Figure("kl_p95", "KL p95", "nats", "kl", "token", "percentile", "lower", 95),
+    Figure("agree_pct", "top-1 agreement", "%", "agree_pct", "token", "mean", "higher"),
+)
+QUALITY_SERIES = tuple(dict.fromkeys(f.series for f in QUALITY_FIGURES))
+FIGURE_BY_KEY = {f.key: f for f in (*FIGURES, *QUALITY_FIGURES)}
 
 
 def _is_ours(mf: MetricsFile) -> bool:
@@ -161,6 +172,24 @@ def run_config(mf: MetricsFile) -> dict[str, str]:
     return dict(mf.preamble)
 
 
+def quality_series(quality: Mapping[str, Any] | None,
+                   names: tuple[str, ...] = QUALITY_SERIES) -> dict[str, np.ndarray]:
+    """The per-position series (the quality figures' by default) from a scored run's record
+    (empty for any other run)."""
+    stored = (quality or {}).get("series")
+    return {name: _floats(stored.get(name) if isinstance(stored, Mapping) else None)
+            for name in names}
+
+
+def _floats(values: object) -> np.ndarray:
+    """A stored series as floats; one that is not a list of numbers (a damaged or hand-edited
+    record) reads as not scored rather than failing the whole compare."""
+    try:
+        return np.asarray(values if values is not None else (), dtype=float).ravel()
+    except (TypeError, ValueError):
+        return np.empty(0)
+
+
 @dataclass
 class RunFigures:
     """One metrics file reduced to the series the compare table needs."""
@@ -176,8 +205,11 @@ class RunFigures:
 
     @classmethod
     def from_metrics(
-        cls, mf: MetricsFile, trim: int = 0, *, source: str = "", label: str = ""
+        cls, mf: MetricsFile, trim: int = 0, *, source: str = "", label: str = "",
+        quality: Mapping[str, Any] | None = None,
     ) -> RunFigures:
+        """`quality`: a scored run's record (Run.quality), whose per-position series become the
+        quality figures' (never trimmed: every scored position is a measurement)."""
         if trim < 0:
             raise ValueError("trim must be 0 or more tokens")
         wall = _decode_ms(mf)
@@ -202,12 +234,17 @@ class RunFigures:
                 "majflt": faults[keep],
                 "ttft_s": _ttft_per_turn(mf),
                 "hit_pct": np.asarray([_final_hit_pct(mf)]),
+                **quality_series(quality),
             },
         )
 
     @classmethod
     def from_csv(cls, path: str | Path, trim: int = 0, *, label: str = "") -> RunFigures:
         return cls.from_metrics(read_metrics_csv(path), trim, source=str(path), label=label)
+
+    @property
+    def scored(self) -> bool:
+        return any(self.series.get(name, np.empty(0)).size for name in QUALITY_SERIES)
 
     @property
     def n_tokens(self) -> int:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -77,6 +78,11 @@ class MatrixPlan:
     # Create out_dir's missing parents too: only for the default location, under the data
     # directory, which is the app's. A directory the user names must have an existing parent.
     make_parents: bool = False
+    # Score every arm's quality after the speed runs (bench/matrix_quality.py): positions of
+    # the text (None: the bundled reference text) against each arm's lossless reference.
+    score: bool = False
+    score_text: Path | None = None
+    score_tokens: int = 256
 
     def configs(self) -> dict[str, Config]:
         """Every arm's config, validated before anything runs (ArmError, or PresetError)."""
@@ -87,6 +93,15 @@ class MatrixPlan:
             raise ArmError("repeats must be 1 or more")
         if not self.prompts:
             raise ArmError("no prompts to run")
+        if self.score:
+            from workbench.bench.quality import QualityError, default_text_path, read_text
+
+            if self.score_tokens < 1:
+                raise ArmError("--score-tokens must be 1 or more")
+            try:  # refused now, not after the speed runs
+                read_text(self.score_text or default_text_path())
+            except QualityError as exc:
+                raise ArmError(str(exc)) from exc
         return {p.name: p.config(self.base) for p in self.presets}
 
     def schedule(self) -> list[ScheduledRun]:
@@ -111,10 +126,12 @@ class MatrixResult:
     runs: list[RunRecord]  # measured runs, in the order they ran
     warmups: list[RunRecord]
     table: CompareTable
+    quality: list[Any] = field(default_factory=list)  # ArmQuality per arm, with --score
+    quality_text: str = ""
 
     @property
     def text(self) -> str:
-        return format_table(self.table)
+        return format_table(self.table) + (f"\n{self.quality_text}" if self.quality_text else "")
 
 
 # ---- one run ---------------------------------------------------------------------------------
@@ -252,8 +269,25 @@ def run_matrix(
     _write_manifest(plan, configs, measured)
     table = compare_arms(arms_from_runs(plan, measured), seed=plan.seed)
     result = MatrixResult(plan, measured, warmups, table)
-    write_text_atomic(plan.out_dir / "compare.txt", result.text)
+    if plan.score:
+        _score(plan, configs, result, log)
+    write_text_atomic(plan.out_dir / "compare.txt", format_table(table))
     return result
+
+
+def _score(plan: MatrixPlan, configs: dict[str, Config], result: MatrixResult,
+           log: Callable[[str], None] | None) -> None:
+    """Each arm's quality beside its speed, and the Pareto front (bench/matrix_quality.py)."""
+    from workbench.bench import matrix_quality, quality
+    from workbench.engine.requests import SessionError
+
+    try:
+        reports = matrix_quality.score_arms(configs, plan.score_text or
+                                            quality.default_text_path(), plan.score_tokens, log)
+    except (quality.QualityError, SessionError) as exc:
+        raise MatrixError(f"scoring: {exc}") from exc
+    result.quality = matrix_quality.arm_qualities(result.table, reports)
+    result.quality_text = matrix_quality.write_quality(plan.out_dir, result.quality)
 
 
 def _make_out_dir(plan: MatrixPlan) -> None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from workbench.bench.engine import on_engine, opened
+from workbench.bench.lossy import CACHE_DEPENDENT, LOSSY_GROUP
 from workbench.bench.quality_stats import (
     PositionSeries,
     QualityFigures,
@@ -27,17 +28,11 @@ from workbench.bench.quality_stats import (
 )
 from workbench.bench.stats import Interval, aggregate_rate_ci
 from workbench.config import SETTINGS, Config
+from workbench.engine.metrics import UNMEASURED, RunInfo, RunSummary, TokenMetrics
 from workbench.engine.scoring import ForcedRun
 from workbench.engine.session import Session
 from workbench.file_kind import not_regular
 from workbench.paths import resources_dir
-
-# The settings panel's group of lossy levers: the reference puts every one at its lossless
-# default. A lever added to the group is reset with the others, nothing else to change.
-LOSSY_GROUP = "Speed / quality"
-# Settings whose effect depends on what the expert cache holds when a token is read: only
-# one-token-per-decode scoring measures them as generation meets them.
-CACHE_DEPENDENT = ("drop_cold_frac",)
 
 # progress(phase, done, total): phase is "reference" or "setting".
 Progress = Callable[[str, int, int], None]
@@ -67,12 +62,6 @@ def read_text(path: Path) -> str:
     if not text.strip():
         raise QualityError(f"{path} is empty: there is nothing to score")
     return text
-
-
-def lossy_settings(config: Config) -> dict[str, object]:
-    """The lossy levers set away from their lossless default."""
-    return {s.name: getattr(config, s.name) for s in SETTINGS
-            if s.group == LOSSY_GROUP and getattr(config, s.name) != s.default}
 
 
 def reference_config(setting: Config, *, streamed: bool = False) -> Config:
@@ -128,6 +117,9 @@ class QualityReport:
     reference: ArmRun
     series: PositionSeries
     figures: QualityFigures
+    info: RunInfo | None = None  # the setting's session's run info (what a stored run keeps)
+    n_ctx: int = -1
+    pieces: list[str] = field(default_factory=list)  # each scored position's true next token
 
     @property
     def kl_ms_per_position(self) -> float:
@@ -152,6 +144,65 @@ class QualityReport:
                 "setting": arm(self.setting), "reference": arm(self.reference),
                 "kl_ms_per_position": self.kl_ms_per_position, "speedup": self.speedup,
                 "quality": self.figures.to_dict()}
+
+    # ---- the scored run as a stored run (save_scored_run) ------------------------------------
+
+    def quality_record(self) -> dict[str, object]:
+        """What the store keeps of the comparison (Run.quality): the figures with their
+        intervals, the reference's settings, and the per-position series the compare table
+        bootstraps and the KL lane plots (QUALITY_SERIES names them)."""
+        s = self.series
+        return {"text": self.text_name, "mode": self.mode, "n_text_tokens": self.n_text_tokens,
+                "reference": self.reference.settings, "speedup": self.speedup,
+                "tok_s_reference": list(_triple(self.reference.tok_s)),
+                "kl_ms_per_position": self.kl_ms_per_position,
+                "figures": self.figures.to_dict(),
+                "series": {"kl": s.kl.tolist(), "nll": s.nll_setting.tolist(),
+                           "nll_reference": s.nll_reference.tolist(),
+                           "agree_pct": (100.0 * ~s.flipped).tolist()}}
+
+    def token_rows(self) -> list[TokenMetrics]:
+        """One row per scored position, as a generated token's: its decode time (the KL work
+        is outside it) and its expert reads; what scoring does not probe stays unmeasured."""
+        f = self.setting.forced
+        reads = f.position_read_bytes or [-1] * len(f.decode_ms)
+        targets = self.series.target.tolist()
+        return [TokenMetrics(step=i + 1, steps=len(f.decode_ms), turn=0, wall_ms=ms,
+                             cpu_ms=UNMEASURED, majflt=-1, majflt_mib=UNMEASURED,
+                             loop_overhead_ms=UNMEASURED, read_bytes=read,
+                             token_id=targets[i] if i < len(targets) else -1,
+                             piece=self.pieces[i] if i < len(self.pieces) else "")
+                for i, (ms, read) in enumerate(zip(f.decode_ms, reads, strict=True))]
+
+    def run_summary(self) -> RunSummary:
+        f = self.setting.forced
+        return RunSummary(
+            turn=0, n_generated=f.n_positions, gen_seconds=f.decode_seconds, n_prompt=0,
+            n_reused=f.n_reused, n_past=f.n_positions + f.n_reused, n_ctx=self.n_ctx,
+            load_seconds=UNMEASURED, prefill_seconds=UNMEASURED, ttft_seconds=UNMEASURED,
+            majflt_per_token=UNMEASURED, cpu_s_per_token=UNMEASURED,
+            loop_overhead_s_per_token=UNMEASURED, stop_reason="length",
+            moe_read_mib=f.read_bytes / (1 << 20) if f.read_bytes >= 0 else UNMEASURED,
+            cache_hit_pct=f.hit_rate)
+
+
+def _triple(iv: Interval) -> tuple[float, float, float]:
+    return iv.estimate, iv.low, iv.high
+
+
+SCORED_LABEL = "score"
+
+
+def save_scored_run(store, report: QualityReport, *, label: str = SCORED_LABEL) -> int:
+    """Record a scored run in `store` (a workbench.store.Store; this layer does not import it):
+    a headless run with one token row per position, its summary and its quality figures, so the
+    Runs page, `runs list` and the compare view show it beside any other run. Returns its id."""
+    if report.info is None:
+        raise ValueError("the report has no run info: it was not made by score_text")
+    run = store.create_run(report.info, summary=report.run_summary(), label=label)
+    store.add_token_rows(run.id, report.token_rows())
+    store.set_quality(run.id, report.quality_record())
+    return int(run.id)
 
 
 class _ReferenceRows:
@@ -189,6 +240,7 @@ def score_text(setting: Config, text: str, *, text_name: str = "text",
     with tempfile.TemporaryDirectory(prefix="workbench-quality-") as folder:
         with opened(reference) as session:
             tokens, n_text = on_engine(lambda: _tokens(session, text, max_tokens, notes))
+            pieces = on_engine(lambda: session.pieces(tokens[1:]))  # the scored targets
             n = len(tokens) - 1
             rows = _ReferenceRows(n, folder)
             ref_run = _read(session, "reference", tokens, rows.put, batched, progress, stop)
@@ -198,6 +250,7 @@ def score_text(setting: Config, text: str, *, text_name: str = "text",
             builder.add(tokens[i + 1], log_softmax(rows.row(i)), log_softmax(logits))
 
         with opened(setting, warm_dir=warm_dir) as session:
+            info, n_ctx = session.run_info, session.n_ctx
             set_run = _read(session, "setting", tokens, compare, batched, progress, stop)
             if setting.spec != "off" and batched <= 1:
                 mode = "speculative (drafts verified against the text)"
@@ -209,7 +262,7 @@ def score_text(setting: Config, text: str, *, text_name: str = "text",
         text_name=text_name, n_text_tokens=n_text, n_scored=series.n, notes=notes, mode=mode,
         setting=ArmRun("setting", setting.diff_from_defaults(), set_run),
         reference=ArmRun("reference", reference.diff_from_defaults(), ref_run),
-        series=series, figures=figures(series),
+        series=series, figures=figures(series), info=info, n_ctx=n_ctx, pieces=pieces,
     )
 
 

@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 
 Stat = Callable[..., "np.ndarray | float"]
-Reduce = Literal["mean", "rate", "percentile"]
+Reduce = Literal["mean", "rate", "percentile", "exp_mean"]
 
 # Rows of resampled indices built at once: bounds memory to ~32 MB whatever the series length.
 _CHUNK_ELEMENTS = 4_000_000
@@ -86,10 +86,17 @@ def rate_stat(x: np.ndarray, axis: int = -1) -> np.ndarray | float:
     return 1000.0 / np.mean(x, axis=axis)
 
 
+def exp_mean_stat(x: np.ndarray, axis: int = -1) -> np.ndarray | float:
+    """exp of the mean: perplexity from per-position negative log-likelihoods (nats)."""
+    return np.exp(np.mean(x, axis=axis))
+
+
 def reduce_stat(reduce: Reduce, q: float = 50.0) -> Stat:
-    """The statistic a reduction names ("mean", "rate", "percentile" with q)."""
+    """The statistic a reduction names ("mean", "rate", "percentile" with q, "exp_mean")."""
     if reduce == "mean":
         return np.mean
+    if reduce == "exp_mean":
+        return exp_mean_stat
     if reduce == "rate":
         return rate_stat
     if reduce == "percentile":
@@ -246,7 +253,8 @@ def pooled_draws(
 ) -> np.ndarray:
     """The statistic of the pooled values of each resample of whole repeats, without copying.
 
-    Resample i holds every value of repeat r `counts[i, r]` times. `reduce` is "mean", "rate"
+    Resample i holds every value of repeat r `counts[i, r]` times. `reduce` is "mean",
+    "exp_mean" (perplexity from negative log-likelihoods), "rate"
     (1000 x values / sum, tokens per second from ms) or "percentile" (q, 0..100; the same linear
     interpolation np.percentile applies to the copied values). NaN where a resample has no values.
     """
@@ -257,6 +265,8 @@ def pooled_draws(
     with np.errstate(divide="ignore", invalid="ignore"):
         if reduce == "mean":
             return (counts @ sums) / (counts @ sizes)
+        if reduce == "exp_mean":
+            return np.exp((counts @ sums) / (counts @ sizes))
         if reduce == "rate":
             return 1000.0 * (counts @ sizes) / (counts @ sums)
     if reduce != "percentile":

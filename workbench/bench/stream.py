@@ -381,13 +381,21 @@ def routing(model: Path, *, n_tokens: int, threads: int, log: Log) -> str:
     log(f"routing: {len(generated)} tokens, {len(loads)} decode loads over {n_layers} layers")
     lru = " ".join(f"lru_hit@{f:.0%}={h:.3f}" for f, h in zip(ROUTING_CACHE_FRACS, curve,
                                                                  strict=True))
+    real = route_stats.routing_figures(loads, traced.weights, n_expert=n_expert,
+                                       n_expert_used=facts.n_expert_used, n_layers=n_layers)
+    checks = route_stats.against(real)
+    calibration = ("stream routing vs real (measured/target, ~ within tolerance, ! not; the "
+                   "Qwen3-30B-A3B trace, route_stats.REAL_QWEN3_30B): "
+                   + " ".join(f"real_{c.name}={c.measured:.3f}/{c.target:g}"
+                              f"{'~' if c.ok else '!'}" for c in checks)
+                   + f" within_tolerance={sum(c.ok for c in checks)}/{len(checks)}")
     return (f"stream routing distinct_tokens={len(set(generated))} "
             f"distinct_share={route_stats.distinct_share(generated):.3f} "
             f"tail_period={route_stats.tail_period(generated)} (0 = no cycle) {lru} "
             f"consecutive_overlap={route_stats.consecutive_overlap(loads):.3f} "
             f"(k/n_expert={facts.n_expert_used / n_expert:.3f} is no memory) "
             f"top10pct_share={route_stats.top_expert_share(loads, n_expert):.3f} "
-            f"(0.1 is uniform) {_weight_fields(traced.weights)}")
+            f"(0.1 is uniform) {_weight_fields(traced.weights)}\n{calibration}")
 
 
 def _weight_fields(weights: np.ndarray) -> str:

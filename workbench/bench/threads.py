@@ -22,13 +22,11 @@ scaling depends on it (issue 38's 16-core rows).
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.bench.engine import close_session, on_engine, open_session
-from workbench.bench.stats import Interval, paired_ratio_ci
 from workbench.config import Config
 from workbench.engine import thread_choice, wait_policy
 from workbench.engine.requests import GenerateRequest
@@ -65,10 +63,12 @@ class Arrangement:
 @dataclass(frozen=True, slots=True)
 class CountFigures:
     threads: int
-    tok_s: Interval  # over the repeats
+    tok_s: float  # 1 / the median s/token over the repeats
+    slowest: float  # tok/s of the slowest and the fastest repeat
+    fastest: float
     io_ms_per_token: float
     compute_ms_per_token: float
-    vs_best: Interval  # this count's tok/s / the fastest count's, paired by repeat
+    vs_chosen: float  # tok_s / the chosen count's tok_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,17 +84,16 @@ class ScalingReport:
             marks = [m for m, hit in (("chosen", c.threads == self.chosen),
                                       ("default", c.threads == self.default)) if hit]
             out.append(
-                f"  {c.threads:>3} threads  {c.tok_s.estimate:8.2f} tok/s [{c.tok_s.low:.2f}, "
-                f"{c.tok_s.high:.2f}]  io {c.io_ms_per_token:7.2f} + compute "
-                f"{c.compute_ms_per_token:7.2f} ms/token  vs fastest {c.vs_best}"
+                f"  {c.threads:>3} threads  {c.tok_s:8.2f} tok/s median [{c.slowest:.2f} .. "
+                f"{c.fastest:.2f}]  io {c.io_ms_per_token:7.2f} + compute "
+                f"{c.compute_ms_per_token:7.2f} ms/token  vs chosen {c.vs_chosen:.3f}"
                 + (f"  <- {', '.join(marks)}" if marks else ""))
         by = {c.threads: c for c in self.counts}
         verdict = "the default is the choice"
         if self.default in by and self.default != self.chosen:
-            ratio = by[self.default].vs_best
-            verdict = (f"the default ({self.default}) measured {ratio.estimate:.3f}x of the "
-                       f"chosen count ({self.chosen})")
-        rates = " ".join(f"t{c.threads}_tok_s={c.tok_s.estimate:.2f}" for c in self.counts)
+            verdict = (f"the default ({self.default}) measured {by[self.default].vs_chosen:.3f}x "
+                       f"of the chosen count ({self.chosen})")
+        rates = " ".join(f"t{c.threads}_tok_s={c.tok_s:.2f}" for c in self.counts)
         out.append(f"threads {self.arrangement} chosen={self.chosen} default={self.default} "
                    f"{rates} ({verdict})")
         return out
@@ -134,20 +133,19 @@ def _answer(session: Session, n_tokens: int) -> Run:
 def figures(runs: dict[int, list[Run]], *, arrangement: str, default: int) -> ScalingReport:
     """Pure: the report from each count's repeats (every count has the same number)."""
     samples = {c: [r.s_per_token for r in rs] for c, rs in runs.items()}
-    chosen = thread_choice.choose(samples).threads
-    best = min(samples, key=lambda c: (statistics.median(samples[c]), c))
+    choice = thread_choice.choose(samples)
+    median = choice.s_per_token  # the medians the choice compared
     counts = []
     for c, rs in sorted(runs.items()):
         tokens = sum(r.tokens for r in rs)
         counts.append(CountFigures(
-            threads=c,
-            tok_s=paired_ratio_ci([r.tokens for r in rs], [r.seconds for r in rs]),
+            threads=c, tok_s=1 / median[c],
+            slowest=1 / max(samples[c]), fastest=1 / min(samples[c]),
             io_ms_per_token=1e3 * sum(r.io_seconds for r in rs) / tokens,
             compute_ms_per_token=1e3 * sum(r.compute_seconds for r in rs) / tokens,
-            # tok/s ratio with equal token counts per repeat: the fastest's seconds over this's.
-            vs_best=paired_ratio_ci([r.seconds / r.tokens for r in runs[best]],
-                                    [r.seconds / r.tokens for r in rs]),
+            vs_chosen=median[choice.threads] / median[c],
         ))
+    chosen = choice.threads
     return ScalingReport(arrangement, counts, chosen, default)
 
 

@@ -45,7 +45,7 @@ def run_advise(args: argparse.Namespace) -> int:
     from workbench.bench.advise import format_advice, layout_of, plan, this_machine, with_probe
     from workbench.config import BY_NAME, Config
     from workbench.moe.layout import ModelFileError, read_model_facts
-    from workbench.ui.models.estimate import estimate_memory
+    from workbench.moe.memory_estimate import estimate_memory
 
     n_ctx = args.ctx if args.ctx is not None else Config().n_ctx
     if n_ctx < BY_NAME["n_ctx"].min:

@@ -99,6 +99,18 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
                         help="comma-separated parts to leave out: prefetch, io")
     policy.set_defaults(run=checked(run_policy_cmd))
 
+    curve = kinds.add_parser(
+        "curve", help="speed/quality curve of dropping, top-k and substitution at a cache of "
+                      "about two tokens' expert demand, each arm scored against the lossless "
+                      "reference")
+    _add_bench_model(curve)
+    curve.add_argument("--text", type=Path, metavar="FILE",
+                       help="the UTF-8 text to score (default: the bundled reference text)")
+    curve.add_argument("-n", "--tokens", type=int, default=128,
+                       help="positions of the text scored per arm (128)")
+    curve.add_argument("-t", "--threads", type=int, default=2)
+    curve.set_defaults(run=checked(run_curve_cmd))
+
     kv = kinds.add_parser("kv", help="time to first token with conversations' KV states kept "
                                      "(memory, disk) vs re-read")
     add_arguments(kv)
@@ -152,6 +164,27 @@ def run_spec_cmd(args: argparse.Namespace) -> int:
                                           threads=config.n_threads, log=log)
         print(moe.line())
         print(moe.io_line())
+    return 0
+
+
+def run_curve_cmd(args: argparse.Namespace) -> int:
+    from workbench.bench import stream
+    from workbench.bench.curve import format_curve, run_curve
+    from workbench.bench.quality import QualityError, default_text_path, read_text
+    from workbench.engine.requests import SessionError
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    text = args.text or default_text_path()
+    try:
+        read_text(text)  # before the bench model is generated: a bad text costs nothing
+        model = args.model or stream.bench_model(args.gib)
+        curve = run_curve(model, text, tokens=args.tokens, threads=args.threads, log=log)
+    except (QualityError, SessionError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(format_curve(curve), end="")
     return 0
 
 
@@ -316,6 +349,15 @@ def add_matrix_parser(kinds: argparse._SubParsersAction) -> None:
     matrix.add_argument("-o", "--out", type=Path, metavar="DIR",
                         help="output directory, made if missing (its parent must exist; "
                              "default: a new one under the data directory)")
+    matrix.add_argument("--score", action="store_true",
+                        help="also score every arm's quality against its lossless reference "
+                             "(perplexity, KL, agreement) and print speed vs KL with the Pareto "
+                             "front (quality.txt, quality.json, pareto.svg)")
+    matrix.add_argument("--score-text", type=Path, metavar="FILE",
+                        help="--score: the UTF-8 text to read (default: the bundled reference "
+                             "text)")
+    matrix.add_argument("--score-tokens", type=int, default=256, metavar="N",
+                        help="--score: positions of the text scored per arm (256)")
     add_arguments(matrix)
     matrix.set_defaults(run=checked(run_matrix_cmd))
 
@@ -342,6 +384,7 @@ def run_matrix_cmd(args: argparse.Namespace) -> int:
             warmup=args.warmup, order=args.order, seed=args.order_seed,
             fresh_process=args.fresh_process, cold=args.cold, trim=args.trim,
             make_parents=args.out is None,  # the default is under the data directory: ours
+            score=args.score, score_text=args.score_text, score_tokens=args.score_tokens,
         )
         result = run_matrix(plan, log=log)
     except (PresetError, ArmError, OSError) as exc:
@@ -351,7 +394,8 @@ def run_matrix_cmd(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(result.text, end="")
-    log(f"{len(result.runs)} metrics files, matrix.json and compare.txt in {out}")
+    scored = ", quality.txt, quality.json, pareto.svg" if result.quality else ""
+    log(f"{len(result.runs)} metrics files, matrix.json and compare.txt{scored} in {out}")
     return 0
 
 

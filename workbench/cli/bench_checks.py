@@ -73,7 +73,7 @@ LISTS: dict[tuple[str, str], Bound] = {
     ("threads", "cache_mbs"): BOUNDS["cache_mb"],
     ("threads", "counts"): _setting("n_threads", "--counts"),
 }
-STREAMED = ("stream", "drop", "policy", "threads")  # benches whose model must be a MoE
+STREAMED = ("stream", "drop", "policy", "threads", "curve")  # benches whose model must be a MoE
 
 
 def number_list(text: str) -> list[int]:

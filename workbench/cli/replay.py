@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Iterator
 
 from workbench.moe.replay import MIB, ReplayReport, WhatIf
 
@@ -25,39 +26,35 @@ def add_replay_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run_replay)
 
 
-def parse_budgets(values: list[str]) -> list[int]:
-    out: list[int] = []
+def _numbers(values: list[str], flag: str, example: str) -> Iterator[tuple[str, float]]:
+    """Each comma- or space-separated item of a list flag, with its value as a number."""
     for value in values:
-        for part in value.split(","):
-            part = part.strip()
+        for part in (p.strip() for p in value.split(",")):
             if not part:
                 continue
             try:
-                mib = float(part)
+                yield part, float(part)
             except ValueError:
-                raise ValueError(f"--cache-mb: {part!r} is not a number of MiB "
-                                 "(for example --cache-mb 64,128,512)") from None
-            if not mib > 0 or math.isinf(mib):
-                raise ValueError(f"--cache-mb: {part!r} must be a positive number of MiB")
-            out.append(int(mib * MIB))
+                raise ValueError(f"{flag}: {part!r} is not {example}") from None
+
+
+def parse_budgets(values: list[str]) -> list[int]:
+    out: list[int] = []
+    for part, mib in _numbers(values, "--cache-mb",
+                              "a number of MiB (for example --cache-mb 64,128,512)"):
+        if not mib > 0 or math.isinf(mib):
+            raise ValueError(f"--cache-mb: {part!r} must be a positive number of MiB")
+        out.append(int(mib * MIB))
     return sorted(set(out))
 
 
 def parse_margins(values: list[str]) -> list[float]:
     out: list[float] = []
-    for value in values:
-        for part in value.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            try:
-                margin = float(part)
-            except ValueError:
-                raise ValueError(f"--substitute: {part!r} is not a margin (a number from 0 to 1, "
-                                 "for example --substitute 0.15,0.3)") from None
-            if not 0 < margin <= 1:  # NaN fails this too
-                raise ValueError(f"--substitute: {part!r} must be above 0 and at most 1")
-            out.append(margin)
+    for part, margin in _numbers(values, "--substitute", "a margin (a number from 0 to 1, for "
+                                 "example --substitute 0.15,0.3)"):
+        if not 0 < margin <= 1:  # NaN fails this too
+            raise ValueError(f"--substitute: {part!r} must be above 0 and at most 1")
+        out.append(margin)
     return sorted(set(out))
 
 
@@ -108,7 +105,7 @@ def run_replay(args: argparse.Namespace) -> int:
         print(f"\nthe engine recorded {recorded:.1f} % hits in this trace (its residency "
               f"column) {at}")
     if args.plot:
-        from workbench.ui.cache_sizing import curves_from_report
+        from workbench.moe.cache_sizing import curves_from_report
         from workbench.ui.qt_replay_plot import write_curves_png
 
         curves_from = curves_from_report(report, meta.cache_budget_bytes)

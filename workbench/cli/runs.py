@@ -19,6 +19,7 @@ from workbench.cli.store_access import (
     table,
     when,
 )
+from workbench.engine.summary_labels import CACHE_HIT, EXPERTS_READ, RATE, TTFT
 
 
 def add_runs_parser(sub: argparse._SubParsersAction) -> None:
@@ -80,7 +81,8 @@ def _fmt(value: float, spec: str) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from workbench.ui.runs.entries import entry_from_run
+    from workbench.bench.choices import stored_choices_line
+    from workbench.runs.entries import entry_from_run
 
     headless = True if args.headless else False if args.chat else None
     runs, conversation_of = [], {}
@@ -95,7 +97,10 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json([{"id": r.id, "created_at": r.created_at, "label": r.label,
                      "model": e.model, "tokens": e.n_tokens, "tok_s": e.tok_s,
-                     "ttft_s": e.ttft_s, "kind": e.kind,
+                     "ttft_s": e.ttft_s, "read_mib": e.read_mib, "kind": e.kind,
+                     "quality": _cost_json(e.cost),
+                     "choices": r.quality.get("choices") if stored_choices_line(r.quality)
+                     else None,
                      "conversation": conversation_of.get(r.id),
                      "message": r.message_id, "interrupted": r.interrupted}
                     for r, e in zip(runs, entries, strict=True)])
@@ -104,21 +109,45 @@ def run_list(args: argparse.Namespace) -> int:
         print("no runs")
         return 0
     rows = [[str(r.id), when(r.created_at), e.model or "?", str(e.n_tokens), _fmt(e.tok_s, ".1f"),
-             _fmt(e.ttft_s, ".2f"),
+             _fmt(e.ttft_s, ".2f"), _fmt(e.read_mib, ".2f"), *_cost_cells(e.cost),
              f"conversation {conversation_of[r.id]}" if r.id in conversation_of
-             else "headless" + (f" {r.label}" if r.label else "")]
+             else "headless" + (f" {r.label}" if r.label else "")
+             + (f": {line}" if (line := stored_choices_line(r.quality)) else "")]
             for r, e in zip(runs, entries, strict=True)]
-    print(table(rows, ["id", "when", "model", "tokens", "tok/s", "TTFT s", "of"]))
+    print(table(rows, ["id", "when", "model", "tokens", RATE.unit, TTFT.heading, "MiB/tok",
+                       "ppl", "KL nats", "agree %", "of"]))
+    if any(e.cost is not None for e in entries):
+        print("ppl, KL and agreement: scored runs (`workbench score`) against their lossless "
+              "reference, with 95 % intervals")
     return 0
 
 
 _SUMMARY = (  # (RunSummary field, label, format)
-    ("n_generated", "tokens", "d"), ("tokens_per_second", "decode tok/s", ".2f"),
-    ("ttft_seconds", "TTFT s", ".3f"), ("n_prompt", "prompt tokens prefilled", "d"),
-    ("prefill_seconds", "prefill s", ".3f"), ("cache_hit_pct", "cache hit %", ".1f"),
-    ("moe_read_mib", "experts read MiB", ".1f"), ("majflt_per_token", "major faults/token", ".2f"),
+    ("n_generated", "tokens", "d"), (RATE.source, RATE.heading, ".2f"),
+    (TTFT.source, TTFT.heading, ".3f"), ("n_prompt", "prompt tokens prefilled", "d"),
+    ("prefill_seconds", "prefill s", ".3f"), (CACHE_HIT.source, CACHE_HIT.heading, ".1f"),
+    (EXPERTS_READ.source, EXPERTS_READ.heading, ".1f"),
+    ("majflt_per_token", "major faults/token", ".2f"),
     ("cpu_s_per_token", "CPU s/token", ".4f"), ("stop_reason", "stopped by", "s"),
 )
+
+
+def _cost_cells(cost: Any) -> list[str]:
+    """A scored run's perplexity, KL and agreement with intervals; "—" for any other run."""
+    from workbench.bench.compare import format_interval
+
+    if cost is None:
+        return ["—"] * 3
+    return [format_interval(iv, digits=3) for iv in (cost.ppl, cost.kl_mean, cost.agreement_pct)]
+
+
+def _cost_json(cost: Any) -> dict[str, Any] | None:
+    if cost is None:
+        return None
+    return {"ppl": _interval(cost.ppl), "ppl_ratio": _interval(cost.ppl_ratio),
+            "kl_mean": _interval(cost.kl_mean), "kl_p95": _interval(cost.kl_p95),
+            "agreement_pct": _interval(cost.agreement_pct), "speedup": cost.speedup,
+            "positions": cost.n_positions, "reference": cost.reference}
 
 
 def _summary_lines(run: Any) -> list[str]:
@@ -173,7 +202,7 @@ def run_show(args: argparse.Namespace) -> int:
                         if run.message_id is not None else None)
     turns = _explain(run, rows)
     if args.csv:
-        from workbench.ui.runs.run_csv import write_run_csv
+        from workbench.runs.run_csv import write_run_csv
 
         write_run_csv(args.csv, run, rows)
         print(f"wrote run {run.id} to {args.csv}", file=sys.stderr)
@@ -182,6 +211,7 @@ def run_show(args: argparse.Namespace) -> int:
                     "conversation": conversation, "message": run.message_id,
                     "model": run.model, "engine_version": run.engine_version,
                     "settings": run.settings, "summary": run.summary,
+                    "quality": {k: v for k, v in run.quality.items() if k != "series"},
                     "tokens": len(rows),
                     "explain": report_json(turns, f"run {run.id}", SLOW_FACTOR)["turns"]})
         return 0
@@ -192,6 +222,18 @@ def run_show(args: argparse.Namespace) -> int:
             "temp", "n_predict")
     print("settings: " + ", ".join(f"{k}={run.settings[k]}" for k in keys if k in run.settings))
     print("\n".join(_summary_lines(run)))
+    if run.scored:
+        from workbench.bench.quality_cost import QualityCost
+
+        cost = QualityCost.from_record(run.quality)
+        assert cost is not None
+        print(f"quality ({run.quality.get('text', '?')}, {run.quality.get('mode', '?')}): "
+              f"{cost.summary()}")
+        print("  " + cost.detail().replace("\n", "\n  "))
+    from workbench.bench.choices import stored_choices_line
+
+    if line := stored_choices_line(run.quality):
+        print(f"choices ({run.quality['choices'].get('by', '?')}): {line}")
     if rows:
         print()
         print(format_report(turns, f"run {run.id}", SLOW_FACTOR, 10), end="")
@@ -203,7 +245,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_compare(args: argparse.Namespace) -> int:
     from workbench.bench.compare import compare, format_table
     from workbench.bench.figures import RunFigures
-    from workbench.ui.runs.run_csv import run_metrics
+    from workbench.runs.run_csv import run_metrics
 
     if len(args.ids) < 2:
         raise CommandError("compare needs two runs or more")
@@ -218,7 +260,7 @@ def run_compare(args: argparse.Namespace) -> int:
                 raise CommandError(f"run {run_id} has no token rows to compare")
             figures.append(RunFigures.from_metrics(run_metrics(run, rows), args.trim,
                                                    source=f"run {run_id}",
-                                                   label=f"#{run_id}"))
+                                                   label=f"#{run_id}", quality=run.quality))
     result = compare(figures, group=args.group)
     if args.json:
         print_json({
@@ -229,6 +271,7 @@ def run_compare(args: argparse.Namespace) -> int:
                          "cells": [{"value": _interval(c.value), "ratio": _interval(c.ratio)}
                                    for c in row.cells]} for row in result.rows],
             "config_difference": {d.key: list(d.values) for d in result.config_diff},
+            "lossy_difference": [d.key for d in result.config_diff if d.lossy],
         })
         return 0
     print(format_table(result), end="")

@@ -34,6 +34,12 @@ def add_score_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--by", choices=("letter", "text"), default="letter",
                    help="--choices: score each choice's letter (default) or its whole text")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--db", metavar="FILE", type=Path,
+                   help="record the scored run in this store (default: the window's, "
+                        "workbench.db in the data folder), where the Runs page, `runs list` and "
+                        "the settings panel's costs find it")
+    p.add_argument("--no-record", action="store_true",
+                   help="print the figures only; keep no run")
     add_arguments(p)
     p.set_defaults(run=run_score_cmd)
 
@@ -54,6 +60,14 @@ def run_score_cmd(args: argparse.Namespace) -> int:
     if args.batched < 0:
         print("error: --batched must be a number of positions, 2 or more", file=sys.stderr)
         return 2
+    if args.db is not None and not args.no_record:
+        from workbench.file_kind import regular_file
+
+        try:  # refused before minutes of scoring, not after
+            regular_file(args.db, "a store file")
+        except OSError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     if args.choices is not None:
         return _run_choices(args, config)
     path = args.text or quality.default_text_path()
@@ -77,11 +91,31 @@ def run_score_cmd(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("scoring was interrupted; nothing was scored", file=sys.stderr)
         return 130
+    run_id = None if args.no_record else _record(args, report)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps({**report.to_dict(), "run": run_id}, indent=2))
     else:
         print("\n".join(report_lines(report)))
-    return 0
+        if run_id is not None:
+            print(f"recorded as run {run_id} (`workbench runs show {run_id}`)")
+    return 0 if run_id is not None or args.no_record else 1
+
+
+def _record(args: argparse.Namespace, report, save=None) -> int | None:
+    """The scored run saved to the store (by `save`, default the scored text's saver); None
+    (and one line on stderr) when it could not be: the figures are printed either way."""
+    import sqlite3
+
+    from workbench.bench.quality import save_scored_run
+    from workbench.cli.store_access import CommandError, open_store
+    from workbench.store import StoreFault
+
+    try:
+        with open_store(args, create=True) as store:
+            return (save or save_scored_run)(store, report)
+    except (CommandError, StoreFault, sqlite3.Error, OSError) as exc:
+        print(f"error: the scored run was not recorded: {exc}", file=sys.stderr)
+        return None
 
 
 def _iv(iv: Interval, fmt: str = ".4f", scale: float = 1.0) -> str:
@@ -147,5 +181,11 @@ def _run_choices(args: argparse.Namespace, config: Config) -> int:
     except KeyboardInterrupt:
         print("scoring was interrupted; nothing was scored", file=sys.stderr)
         return 130
-    print(json.dumps(report.to_dict(), indent=2) if args.json else "\n".join(report.lines()))
-    return 0
+    run_id = None if args.no_record else _record(args, report, choices.save_choices_run)
+    if args.json:
+        print(json.dumps({**report.to_dict(), "run": run_id}, indent=2))
+    else:
+        print("\n".join(report.lines()))
+        if run_id is not None:
+            print(f"recorded as run {run_id} (`workbench runs show {run_id}`)")
+    return 0 if run_id is not None or args.no_record else 1

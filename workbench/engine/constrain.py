@@ -30,6 +30,10 @@ NO_LOGPROBS = -1
 class Decoding:
     grammar: str = ""  # GBNF the answer must match ("" none): backend.grammar.schema_to_gbnf
     grammar_root: str = "root"
+    # Lazy: the grammar holds only once the generated text matches one of these patterns
+    # (whole, as llama.cpp's lazy grammar; fed from the first capture group on: Picker).
+    # Empty: from the start.
+    triggers: tuple[str, ...] = ()
     # -1: none; 0: each token's own log-probability; n > 0: plus the n likeliest alternatives.
     logprobs: int = NO_LOGPROBS
 
@@ -76,7 +80,7 @@ class TurnPicks:
                                       presence=cfg.presence_penalty,
                                       frequency=cfg.frequency_penalty))
         picker = Picker(model, chain, grammar=decoding.grammar, root=decoding.grammar_root,
-                        n_top=max(0, decoding.logprobs))
+                        n_top=max(0, decoding.logprobs), triggers=decoding.triggers)
         return cls(model, ctx, picker, decoding)
 
     def pick_token(self) -> int:

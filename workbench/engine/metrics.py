@@ -53,7 +53,7 @@ class TokenMetrics:
     # While substitution is on: slots of the rows it examined / experts it brought in.
     experts_reranked: int = -1
     experts_substituted: int = -1
-    # Speculative decoding (engine/spec): tokens confirmed by this row's decode, its drafting
+    # Speculative decoding (engine/speculation): tokens confirmed by this row's decode, its drafting
     # time, and what was drafted and kept; -1 while speculation is off.
     mtp_batch: int = 1
     mtp_draft_ms: float = UNMEASURED
@@ -123,7 +123,7 @@ class RunSummary:
     images_encoded: int = -1  # of those, encoded this turn (the others were reused from the KV)
     image_tokens: int = -1  # embeddings of the images encoded this turn
     image_encode_seconds: float = UNMEASURED
-    # Speculative decoding (engine/spec): -1 / "off" while it is off for the turn.
+    # Speculative decoding (engine/speculation): -1 / "off" while it is off for the turn.
     spec: str = "off"  # "ngram", "draft", or why it is off ("off", "off: sampling")
     spec_decodes: int = -1  # generation decodes, plain and verify
     spec_drafted_steps: int = -1  # verify steps (a draft was proposed)
@@ -133,6 +133,10 @@ class RunSummary:
     # A grammar's time over the turn (engine/constrain.py): its mask and accept per token,
     # outside the decode bracket (inside the loop overhead); -1 when no grammar ran.
     grammar_seconds: float = UNMEASURED
+    # The settings the turn ran with (turn_settings.RECORDED_PER_TURN: its sampling, length,
+    # thinking, speculation). The metrics file writes them on a line of their own before the
+    # turn's summary (`wb_turn_settings`); {} when unknown (an older record).
+    turn_settings: dict[str, object] = field(default_factory=dict)
 
     @property
     def s_per_token(self) -> float:

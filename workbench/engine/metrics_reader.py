@@ -19,7 +19,13 @@ from pathlib import Path
 from workbench.engine.measured import as_measured
 from workbench.engine.metric_columns import KINDS
 from workbench.engine.metrics import UNMEASURED
-from workbench.engine.metrics_syntax import FORMAT_NAME, FORMAT_V2, parse_pairs, unescape_text
+from workbench.engine.metrics_syntax import (
+    FORMAT_NAME,
+    FORMAT_V2,
+    TURN_SETTINGS_KEY,
+    parse_pairs,
+    unescape_text,
+)
 from workbench.file_kind import read_bytes
 
 
@@ -41,6 +47,9 @@ class MetricsFile:
     columns: list[str] = field(default_factory=list)
     rows: list[dict[str, float | int | str]] = field(default_factory=list)
     summaries: list[dict[str, str | float]] = field(default_factory=list)
+    # One per summary, in order: the settings its turn ran with (the wb_turn_settings line
+    # before it); {} where the file has none (an older file, upstream's).
+    turn_settings: list[dict[str, object]] = field(default_factory=list)
 
 
 _INT_RE = re.compile(r"[+-]?\d+\Z")
@@ -100,6 +109,8 @@ class _Parser:
         self.kinds: list[str] = []
         self.rows: list[dict[str, float | int | str]] = []
         self.summaries: list[dict[str, str | float]] = []
+        self.turn_settings: list[dict[str, object]] = []
+        self._next_turn_settings: dict[str, object] = {}  # read, waiting for its summary
 
     def error(self, line: int, message: str) -> MetricsFormatError:
         return MetricsFormatError(self.source, line, message)
@@ -123,8 +134,13 @@ class _Parser:
                 number = _number(value)
                 summary[key] = value if number is None else number
             self.summaries.append(summary)
+            self.turn_settings.append(self._next_turn_settings)
+            self._next_turn_settings = {}
             return
         for key, value in parse_pairs(body):
+            if key == TURN_SETTINGS_KEY:
+                self._next_turn_settings = self.json_object(line_no, key, value)
+                continue
             self.preamble[key] = value
             self.key_lines[key] = line_no
 
@@ -168,18 +184,20 @@ class _Parser:
                 row[name] = number
         self.rows.append(row)
 
+    def json_object(self, line: int, key: str, raw: str) -> dict[str, object]:
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise self.error(line, f"{key} is not valid JSON: {exc.msg}") from exc
+        if not isinstance(value, dict):
+            raise self.error(line, f"{key} is not a JSON object")
+        return value
+
     def settings(self) -> dict[str, object]:
         raw = self.preamble.get("wb_settings")
         if raw is None:
             return {}
-        line = self.key_lines["wb_settings"]
-        try:
-            settings = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise self.error(line, f"wb_settings is not valid JSON: {exc.msg}") from exc
-        if not isinstance(settings, dict):
-            raise self.error(line, "wb_settings is not a JSON object")
-        return settings
+        return self.json_object(self.key_lines["wb_settings"], "wb_settings", raw)
 
     def result(self) -> MetricsFile:
         columns = self.columns or []
@@ -195,6 +213,7 @@ class _Parser:
             columns=list(columns),
             rows=self.rows,
             summaries=self.summaries,
+            turn_settings=self.turn_settings,
         )
 
 

@@ -10,6 +10,9 @@ from urllib.parse import unquote
 
 FORMAT_NAME = "bmoe_metrics"
 FORMAT_V2 = "bmoe_metrics v2"
+# A turn's settings, on a line of their own before its `# summary` line: one wb_ key holding a
+# JSON object (docs/telemetry.md).
+TURN_SETTINGS_KEY = "wb_turn_settings"
 
 # --------------------------------------------------------------------------------------------
 # key=value values: whitespace-separated pairs, so a value may not contain whitespace. Such

@@ -16,7 +16,12 @@ from collections.abc import Mapping
 
 from workbench.engine.metric_columns import FILE_SPECS, ColumnsDrift
 from workbench.engine.metrics import RunInfo, RunSummary, TokenMetrics
-from workbench.engine.metrics_syntax import encode_value, escape_text, format_pairs
+from workbench.engine.metrics_syntax import (
+    TURN_SETTINGS_KEY,
+    encode_value,
+    escape_text,
+    format_pairs,
+)
 from workbench.engine.summary_keys import KEYS
 
 # Numeric columns first, then text: one attrgetter and one zip per row, no per-column dispatch.
@@ -212,3 +217,14 @@ def summary_pairs(s: RunSummary) -> list[tuple[str, str]]:
 
 def summary_line(s: RunSummary) -> str:
     return "# summary " + format_pairs(summary_pairs(s))
+
+
+def turn_settings_line(s: RunSummary) -> str | None:
+    """The turn's settings (RunSummary.turn_settings) as the line before its summary: one wb_
+    key holding a JSON object, so upstream readers take it as one more preamble key of ours and
+    ours pair it with the summary after it. None when the turn's settings are unknown."""
+    if not s.turn_settings:
+        return None
+    text = json.dumps(s.turn_settings, separators=(",", ":"), sort_keys=True,
+                      ensure_ascii=False, default=str)
+    return f"# {TURN_SETTINGS_KEY}=" + encode_value(text)

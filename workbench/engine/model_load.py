@@ -25,7 +25,7 @@ from workbench.engine.kv_memory import KvMemory
 from workbench.engine.model_setup import default_model, expert_override, load_failure_message
 from workbench.engine.prompt import PromptBuilder
 from workbench.engine.requests import SessionError
-from workbench.engine.spec.drafters import DraftModelError, ModelDrafter
+from workbench.engine.speculation.drafters import DraftModelError, ModelDrafter
 from workbench.engine.streaming import StreamingRuntime
 from workbench.file_kind import not_regular
 from workbench.moe.layout import ModelFacts, ModelFileError, read_model_facts

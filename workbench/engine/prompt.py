@@ -20,6 +20,9 @@ from workbench.engine.images import (
     image_token_ids,
     message_images,
 )
+from workbench.engine.tools.calls import ToolCalling
+from workbench.engine.tools.formats import detect_tool_format
+from workbench.engine.tools.messages import tool_messages
 
 Message = dict[str, str]
 MAX_DECODED = 64  # decoded images kept between turns (each is width × height × 3 bytes)
@@ -61,6 +64,12 @@ class Prompt:
                 return span
         return None
 
+    def whole_images_below(self, pos: int) -> int:
+        """`pos`, or the start of the image it falls inside: half an image cannot be kept in
+        the memory, its embeddings are decoded from one encode."""
+        inside = self.image_at(pos)
+        return inside.start if inside is not None and inside.start < pos else pos
+
     def close(self) -> None:
         if self.chunks is not None:
             self.chunks.close()
@@ -90,24 +99,31 @@ class PromptBuilder:
 
     def build(self, history: list[Message], text: str, *, think: bool,
               system_prompt: str, images: tuple[ImageInput, ...] = (),
-              table: dict[str, ImageInput] | None = None, raw: bool = False) -> Prompt:
+              table: dict[str, ImageInput] | None = None, raw: bool = False,
+              tools: ToolCalling | None = None, message: Message | None = None) -> Prompt:
         """The prompt for `text` (with `images`) after `history`. `table` holds the bytes of
         every image the history refers to. ImageInputError when an image cannot be used.
-        `raw`: the text alone, as is, even when there is a template."""
+        `raw`: the text alone, as is, even when there is a template. `tools`: the template
+        shows them (engine/tools/messages.py); `message`: the last message when it is not the
+        user's text (a tool's reply)."""
         if self.template is None or raw:
             return self._raw(text, images)
-        user_message = {"role": "user", "content": text}
+        user_message = dict(message) if message is not None else {"role": "user",
+                                                                  "content": text}
         if images:
             user_message["images"] = ",".join(i.sha256 for i in images)
         messages = [*history, user_message]
         if system_prompt:
             messages.insert(0, {"role": "system", "content": system_prompt})
         ordered = [h for m in messages for h in message_images(m)]
+        source = self.template.source
+        shown = tool_messages([self._for_template(m) for m in messages], source, tools,
+                              detect_tool_format(source))
+        declared = ([t.declared for t in tools.tools] if tools is not None and tools.calls_allowed
+                    else None)
         try:
-            rendered = self.template.render(
-                [self._for_template(m) for m in messages], add_generation_prompt=True,
-                enable_thinking=think,
-            )
+            rendered = self.template.render(shown, add_generation_prompt=True,
+                                            enable_thinking=think, tools=declared)
         except TemplateError as exc:
             prompt = self._raw(text, images)
             prompt.notes.append(str(exc))  # says that this turn goes to the model as plain text

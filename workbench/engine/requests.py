@@ -7,11 +7,13 @@ from enum import StrEnum
 
 import numpy as np
 
+from workbench.config import Config
 from workbench.engine.constrain import Decoding
 from workbench.engine.images import ImageInput
 from workbench.engine.metrics import RunSummary, TokenMetrics
 from workbench.engine.prompt import Message
 from workbench.engine.token_choice import TokenChoice
+from workbench.engine.tools.calls import ToolCall, ToolCalling
 from workbench.engine.turn_settings import TurnSettings
 
 
@@ -85,13 +87,27 @@ class GenerateRequest:
     # A grammar the answer must match and the log-probabilities to report (engine/constrain.py).
     # None: free text, no log-probabilities.
     decoding: Decoding | None = None
+    # The tools the model may call this turn and how (engine/tools/); None: no tools. Calls
+    # found in the answer come back in the result's `tool_calls`.
+    tools: ToolCalling | None = None
+    # The message this turn answers when it is not the user's `text`: a tool's reply (role
+    # "tool", its tool_call_id; `text` is its content).
+    message: Message | None = None
 
     def turn_settings(self, defaults: TurnSettings) -> TurnSettings:
         """What this turn runs with: its settings (else `defaults`), its overrides applied."""
         settings = self.settings or defaults
         if self.n_predict is not None:
             settings = settings.replace(n_predict=self.n_predict)
+        if self.tools is not None and self.tools.calls_allowed and self.tools.forced:
+            return settings.replace(think=False)  # the call's grammar holds from the first token
         return settings if self.think is None else settings.replace(think=self.think)
+
+    def thinks(self, settings: TurnSettings) -> bool:
+        """Whether its prompt opens thinking. Reasoning continued came after a prompt with
+        thinking on: its continuation must too (off, some templates close the span in the
+        prompt, before the reasoning goes on)."""
+        return settings.think or bool(self.continue_reasoning)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +165,10 @@ class GenerateResult:
     # answer when the turn completed (unchanged when it was stopped, failed or refused). The
     # next turn's request takes it as its history.
     history: tuple[Message, ...] = ()
+    # The tool calls the answer made (`text` is then the text around them), and why text that
+    # opened a call is not one ("": none was malformed; the text stays in `text`).
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_error: str = ""
 
     @property
     def stopped(self) -> bool:
@@ -158,6 +178,33 @@ class GenerateResult:
 def rejected(message: str) -> GenerateResult:
     """A turn refused before any decode; `message` says why and what to do."""
     return GenerateResult(ok=False, stop_reason=StopReason.REJECTED, error=message)
+
+
+def context_overflow(prompt_cells: int, n_predict: int, n_ctx: int) -> GenerateResult | None:
+    """The refusal of a turn whose prompt and answer cannot fit the context (None: they fit).
+    Counted in KV cells, not positions: an image on an M-RoPE model takes more of the first."""
+    if prompt_cells + n_predict <= n_ctx:
+        return None
+    return rejected(
+        f"The conversation needs {prompt_cells} prompt tokens plus {n_predict} tokens to "
+        f"generate, which is more than the context of {n_ctx} tokens. Start a new chat, ask "
+        "for fewer tokens, or reopen the model with a larger context size.")
+
+
+def refusal(request: GenerateRequest, config: Config, *, streaming_failed: str,
+            sees_images: bool) -> GenerateResult | None:
+    """Why an open session refuses `request` before its turn runs (None: it runs). `config` is
+    the session's settings, against which the request's own are checked."""
+    if not request.text.strip() and request.message is None:  # a tool reply may be empty
+        return rejected("The message is empty: type something to send.")
+    if streaming_failed:
+        return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
+                              error=f"{streaming_failed}. Reopen the model to continue.")
+    if request.settings is not None and (problems := request.settings.problems(config)):
+        return rejected("; ".join(p.message for p in problems))
+    if request.images and not sees_images:
+        return rejected(NO_PROJECTOR)
+    return None
 
 
 SPEC_GREEDY_ONLY = (

@@ -30,8 +30,10 @@ import numpy as np
 
 from workbench.backend import llama
 from workbench.backend.abort import AbortFlag
+from workbench.config import Config
 from workbench.engine.kv_memory import KvMemory
-from workbench.engine.spec.speculator import Speculator
+from workbench.engine.model_load import ModelParts
+from workbench.engine.speculation.speculator import Speculator, speculator_for
 from workbench.engine.streaming import StreamingRuntime
 
 # on_logits(position, logits): `logits` scores tokens[position + 1]; a view valid only during
@@ -52,6 +54,19 @@ class ForcedParts:
     speculator: Speculator | None = None
 
 
+def forced_parts(parts: ModelParts, config: Config, cancel: threading.Event,
+                 batch: int = 1) -> ForcedParts:
+    """An open session's parts lent to one forced read. It speculates as a greedy turn would
+    when `config` says so, except in batched mode (a batch is not a verify step)."""
+    assert parts.model and parts.ctx and parts.kv and parts.abort
+    speculator = None
+    if batch <= 1:
+        speculator = speculator_for(config.spec, config.spec_draft_max, False, parts.drafter,
+                                    parts.model.is_eog)[0]
+    return ForcedParts(model=parts.model, ctx=parts.ctx, kv=parts.kv, abort=parts.abort,
+                       cancel=cancel, streaming=parts.streaming, speculator=speculator)
+
+
 @dataclass(slots=True)
 class ForcedRun:
     """What one teacher-forced read cost. `decode_ms[i]` is position i's decode time (a batch's
@@ -61,6 +76,8 @@ class ForcedRun:
     n_reused: int = 0  # tokens the memory already held (their positions were not decoded)
     decodes: int = 0  # llama_decode calls
     decode_ms: list[float] = field(default_factory=list)
+    # Expert bytes read by position i's decode (billed like decode_ms); empty when not streaming.
+    position_read_bytes: list[int] = field(default_factory=list)
     probe_ns: int = 0  # time spent in on_logits, outside every decode bracket
     read_bytes: int = -1  # expert bytes read from disk during the run (-1: not streaming)
     hit_rate: float = -1.0  # expert cache hit rate during the run, % (-1: not measured)
@@ -90,10 +107,12 @@ def teacher_force(parts: ForcedParts, tokens: list[int], on_logits: OnLogits, *,
     run.n_reused = kept
     pos = kept
     streaming = parts.streaming
+    last_read = decode_read = 0
     if streaming is not None:
         # Every position is read as a generated token: dropping is armed as in decode.
         streaming.start_generation(pos)
         before = streaming.streamer.counters()
+        last_read = before.read_bytes
     while pos < end:
         if parts.cancel.is_set():
             run.stopped = True
@@ -125,12 +144,17 @@ def teacher_force(parts: ForcedParts, tokens: list[int], on_logits: OnLogits, *,
                              "with --spec off")
                 break
         kv.append(fed[:n])
+        if streaming is not None:  # outside the bracket, like every probe
+            now = streaming.streamer.counters().read_bytes
+            decode_read, last_read = now - last_read, now
         p0 = time.perf_counter_ns()
         for i in range(n):
             if pos + i >= first:
                 row = ctx.logits() if len(fed) == 1 else ctx.logits_ith(i)
                 on_logits(pos + i, row)
                 run.decode_ms.append((t1 - t0) / 1e6 if i == 0 else 0.0)
+                if streaming is not None:
+                    run.position_read_bytes.append(decode_read if i == 0 else 0)
                 run.n_positions += 1
         run.probe_ns += time.perf_counter_ns() - p0
         pos += n

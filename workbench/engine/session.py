@@ -9,16 +9,18 @@ conversation; each turn's prefill and decode loop is `turn_loop.py`.
 
 from __future__ import annotations
 
+import codecs
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from workbench.backend.grammar import GrammarError
+from workbench.backend.grammar import GrammarError, SchemaError
 from workbench.config import Config, signature, validate
 from workbench.engine.chat.formats import PLAIN, detect_reasoning_format
-from workbench.engine.chat.history import assistant_history_message
+from workbench.engine.chat.history import history_after_turn
 from workbench.engine.chat.reasoning import ContinueError
 from workbench.engine.chat.think import ThinkControl
 from workbench.engine.constrain import TurnPicks
@@ -33,30 +35,28 @@ from workbench.engine.images import (
 )
 from workbench.engine.kv_pool import KvPool, make_pool
 from workbench.engine.metrics import UNMEASURED, RunInfo
-from workbench.engine.model_load import (
-    ModelParts,
-    check_openable,
-    load_parts,
-    read_template_file,
-)
+from workbench.engine.model_load import ModelParts, check_openable, load_parts, read_template_file
 from workbench.engine.model_setup import build_run_info
 from workbench.engine.probes import MemoryProbe
 from workbench.engine.prompt import Message, Prompt
 from workbench.engine.requests import (
-    NO_PROJECTOR,
     SPEC_GREEDY_ONLY,
     Forecast,
     GenerateRequest,
     GenerateResult,
     SessionError,
     StopReason,
+    context_overflow,
+    refusal,
     rejected,
 )
 from workbench.engine.sampling import SamplerChain
-from workbench.engine.scoring import ForcedParts, ForcedRun, OnLogits, teacher_force
+from workbench.engine.scoring import ForcedRun, OnLogits, forced_parts, teacher_force
 from workbench.engine.sinks import Sink
-from workbench.engine.spec.speculator import Speculator, speculator_for
+from workbench.engine.speculation.speculator import Speculator, speculator_for
 from workbench.engine.streaming import StreamingRuntime
+from workbench.engine.tools.formats import ToolFormat, detect_tool_format
+from workbench.engine.tools.turn import ToolTurn
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
 from workbench.engine.turn_settings import SESSION_WIDE, TurnSettings
 from workbench.moe.layout import ModelFacts
@@ -95,18 +95,10 @@ class Session:
     # ---- lifecycle --------------------------------------------------------------------------
 
     @classmethod
-    def open(
-        cls,
-        config: Config,
-        *,
-        sink: Sink | None = None,
-        progress: Callable[[float], bool] | None = None,
-        kv_dir: Path | None = None,
-        record_routes: bool = False,
-        max_route_loads: int | None = None,
-        warm_dir: Path | None = None,
-        record_route_scores: bool = False,
-    ) -> Session:
+    def open(cls, config: Config, *, sink: Sink | None = None,
+             progress: Callable[[float], bool] | None = None, kv_dir: Path | None = None,
+             record_routes: bool = False, max_route_loads: int | None = None,
+             warm_dir: Path | None = None, record_route_scores: bool = False) -> Session:
         """Validate, load the model and create the context. Raises SessionError.
 
         `progress` gets the load fraction and may return False to cancel the load.
@@ -190,6 +182,11 @@ class Session:
         return detect_reasoning_format(self._p.template) is not PLAIN
 
     @property
+    def tool_format(self) -> ToolFormat:
+        """How this model writes tool calls (from its chat template; generic without one)."""
+        return detect_tool_format(self._p.template.source if self._p.template else None)
+
+    @property
     def n_ctx(self) -> int:
         return self._p.ctx.n_ctx if self._p.ctx else 0
 
@@ -267,30 +264,31 @@ class Session:
         if self._p.abort is not None:
             self._p.abort.set()
 
-    def generate(
-        self,
-        request: GenerateRequest,
-        on_token: OnToken | None = None,
-        on_prefill: OnPrefill | None = None,
-    ) -> GenerateResult:
-        """One turn, as `request` states it."""
-        self._thread.check("generate")
+    @contextmanager
+    def _one_call(self, name: str) -> Iterator[None]:
+        """A generation or forced read: on the engine thread, one at a time, and a cancel is
+        spent by the call it stopped. One made just before the call started stopped it:
+        clearing at the start would have lost it."""
+        self._thread.check(name)
         with self._busy:
             try:
-                result = self._generate(request, on_token, on_prefill)
-                if not result.history:  # refused before its turn ran: the conversation stands
-                    result.history = request.history
-                return result
+                yield
             finally:
-                # A cancel is spent by the generation it stopped. One made just before this
-                # generation started stopped it: clearing at the start would have lost it.
                 self._cancel.clear()
                 if self._p.abort is not None:
                     self._p.abort.clear()
 
-    def _generate(
-        self, request: GenerateRequest, on_token: OnToken | None, on_prefill: OnPrefill | None,
-    ) -> GenerateResult:
+    def generate(self, request: GenerateRequest, on_token: OnToken | None = None,
+                 on_prefill: OnPrefill | None = None) -> GenerateResult:
+        """One turn, as `request` states it."""
+        with self._one_call("generate"):
+            result = self._generate(request, on_token, on_prefill)
+            if not result.history:  # refused before its turn ran: the conversation stands
+                result.history = request.history
+            return result
+
+    def _generate(self, request: GenerateRequest, on_token: OnToken | None,
+                  on_prefill: OnPrefill | None) -> GenerateResult:
         if self._p.kv is None or self._p.prompts is None:
             return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
                                   error="The model was closed: open it again to continue.")
@@ -300,30 +298,22 @@ class Session:
             self._run_info_sent = True
         if request.new_chat:
             self.reset_conversation()
-        if not request.text.strip():
-            return rejected("The message is empty: type something to send.")
-        if (streaming := self._p.streaming) is not None and streaming.failed:
-            return GenerateResult(ok=False, stop_reason=StopReason.ERROR,
-                                  error=f"{streaming.failed}. Reopen the model to continue.")
-        if request.settings is not None and (problems := request.settings.problems(self.config)):
-            return rejected("; ".join(p.message for p in problems))
+        failed = self._p.streaming.failed if self._p.streaming is not None else ""
+        refused = refusal(request, self.config, streaming_failed=failed,
+                          sees_images=self.sees_images)
+        if refused is not None:
+            return refused
         settings = request.turn_settings(TurnSettings.of(self.config))
-        n_predict, think = settings.n_predict, settings.think
-        if request.continue_reasoning:
-            # Reasoning came after the prompt with thinking on: its continuation must too (off,
-            # some templates close the span in the prompt, before the reasoning goes on).
-            think = True
-        if request.images and self._p.projector is None:
-            return rejected(NO_PROJECTOR)
         try:
             for image in request.images:
                 check_image(image)
-            for image in request.history_images:
-                self._images[image.sha256] = image
-            prompt = self._p.prompts.build(list(request.history), request.text, think=think,
+            self._images.update((image.sha256, image) for image in request.history_images)
+            prompt = self._p.prompts.build(list(request.history), request.text,
+                                         think=request.thinks(settings),
                                          system_prompt=settings.system_prompt,
                                          images=request.images, table=self._images,
-                                         raw=request.raw)
+                                         raw=request.raw, tools=request.tools,
+                                         message=request.message)
             self._p.prompts.extend(prompt, request.continue_from, request.continue_reasoning)
         except ImageInputError as exc:
             return rejected(f"{exc}. The message was not sent; nothing was lost.")
@@ -332,8 +322,8 @@ class Session:
             return rejected(f"This answer cannot be continued: {exc}. It is unchanged; "
                              "Regenerate makes a new version of it.")
         try:
-            return self._run(request, settings, prompt, n_predict, started_ns, on_token,
-                             on_prefill)
+            return self._run(request, settings, prompt, settings.n_predict, started_ns,
+                             on_token, on_prefill)
         finally:
             prompt.close()
 
@@ -341,33 +331,26 @@ class Session:
              n_predict: int, started_ns: int, on_token: OnToken | None,
              on_prefill: OnPrefill | None) -> GenerateResult:
         assert self._p.kv is not None and self._p.model is not None and self._p.ctx is not None
-        # KV cells, not positions: an image on an M-RoPE model takes more of the first.
-        if prompt.kv_cells + n_predict > self.n_ctx:
-            return rejected(
-                f"The conversation needs {prompt.kv_cells} prompt tokens plus {n_predict} "
-                f"tokens to generate, which is more than the context of {self.n_ctx} tokens. "
-                "Start a new chat, ask for fewer tokens, or reopen the model with a larger "
-                "context size."
-            )
+        if (overflow := context_overflow(prompt.kv_cells, n_predict, self.n_ctx)) is not None:
+            return overflow
         turn = Turn(index=self._turn_index, prompt=prompt, n_predict=n_predict,
-                    started_ns=started_ns, stop=request.stop)
+                    started_ns=started_ns, stop=request.stop, settings=settings.recorded())
         if self._p.streaming is not None:
             self._p.streaming.begin_turn(turn.index, request.conversation)
         assert self._held is not None
         turn.restored, turn.restore_seconds = self._held.switch_to(request.conversation)
         reprefill_reason = self._held.reprefill_reason(prompt.text, self._p.template)
-        turn.n_common = self._p.kv.reuse_prefix(prompt.tokens)
-        inside = prompt.image_at(turn.n_common)
-        if inside is not None and inside.start < turn.n_common:
-            # Half an image cannot be kept: its embeddings are decoded from one encode.
-            turn.n_common = self._p.kv.truncate(inside.start)
+        kept = self._p.kv.reuse_prefix(prompt.tokens)
+        turn.n_common = self._p.kv.truncate(prompt.whole_images_below(kept))
         if self._p.projector is not None:
             turn.images = ImageTurnStats.zero()
             turn.images.n_images = len(prompt.images)
         self._chain.for_turn(settings, prompt.tokens[len(prompt.tokens) - prompt.n_continued:])
+        calls = ToolTurn.of(request.tools, self._p.template, request.raw)
         try:
-            picks = TurnPicks.for_turn(self._p.model, self._p.ctx, settings, request.decoding)
-        except GrammarError as exc:
+            decoding = calls.decoding(request.decoding) if calls else request.decoding
+            picks = TurnPicks.for_turn(self._p.model, self._p.ctx, settings, decoding)
+        except (GrammarError, SchemaError) as exc:
             return rejected(f"{exc}. Nothing was generated.")
         speculator, spec_note = speculator_for(
             settings.spec, settings.spec_draft_max, self._chain.current is not None,
@@ -383,11 +366,14 @@ class Session:
             result.notes.append(SPEC_GREEDY_ONLY)
         self.image_encodes += max(0, turn.images.n_encoded)
         if result.ok and not result.stopped:
-            for image in request.images:
-                self._images[image.sha256] = image
+            self._images.update((image.sha256, image) for image in request.images)
         if result.summary is not None:
             self._held.count_prefill(result.summary.n_prompt, result.summary.prefill_seconds)
+        if calls is not None:
+            calls.read(result)
         self._after_turn(turn, result, request.history)
+        if calls is not None:
+            calls.keep(result)
         result.notes.extend(prompt.notes)
         result.reprefill_reason = reprefill_reason
         self._turn_index += 1
@@ -399,25 +385,25 @@ class Session:
         go to `on_logits`. The conversation in the context steps aside first (to the pool);
         afterwards the memory holds the text, owned by no conversation. Speculates as a greedy
         turn would when the settings say so (not in batched mode)."""
-        self._thread.check("teacher_force")
-        with self._busy:
-            p = self._p
-            try:
-                assert p.model and p.ctx and p.kv and p.abort and self._held is not None
-                self._held.switch_to(None)
-                self._held.kv_text = ""
-                speculator = None
-                if batch <= 1:
-                    speculator = speculator_for(self.config.spec, self.config.spec_draft_max,
-                                                False, p.drafter, p.model.is_eog)[0]
-                return teacher_force(ForcedParts(
-                    model=p.model, ctx=p.ctx, kv=p.kv, abort=p.abort, cancel=self._cancel,
-                    streaming=p.streaming, speculator=speculator,
-                ), tokens, on_logits, first=first, batch=batch)
-            finally:
-                self._cancel.clear()
-                if p.abort is not None:
-                    p.abort.clear()
+        with self._one_call("teacher_force"):
+            assert self._held is not None
+            self._held.switch_to(None)
+            self._held.kv_text = ""
+            return teacher_force(forced_parts(self._p, self.config, self._cancel, batch),
+                                 tokens, on_logits, first=first, batch=batch)
+
+    def pieces(self, tokens: list[int]) -> list[str]:
+        """Each token's text in sequence, as generation gives it (a scored run's rows): decoded
+        incrementally like the turn loop's, so a character split over byte tokens is the text
+        of the token that completes it ("" for the others)."""
+        self._thread.check("pieces")
+        model = self._p.model
+        assert model is not None
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        out = [utf8.decode(model.token_to_piece(t, special=False)) for t in tokens]
+        if out:
+            out[-1] += utf8.decode(b"", final=True)
+        return out
 
     def tokenize(self, text: str, *, bos: bool = True) -> list[int]:
         """`text` as the model's tokens, plain text (special tokens are not parsed)."""
@@ -427,16 +413,11 @@ class Session:
 
     def _turn_loop(self, speculator: Speculator | None = None, spec_note: str = "off",
                    picks: TurnPicks | None = None) -> TurnLoop:
-        assert self._p.model and self._p.ctx and self._p.kv and self._p.abort
-        return TurnLoop(TurnParts(
-            model=self._p.model, ctx=self._p.ctx, kv=self._p.kv, abort=self._p.abort,
-            cancel=self._cancel, memory=self._memory, load_seconds=self.load_seconds,
+        return TurnLoop(TurnParts.lent(
+            self._p, self._cancel, self._memory, self.load_seconds, self._sink,
             pick_token=self._pick_token if picks is None else picks.pick_token,
-            streaming=self._p.streaming, sink=self._sink,
-            projector=self._p.projector, pick_row=self._pick_row, speculator=speculator,
-            spec_note=spec_note,
-            last_choice=(lambda: None) if picks is None else picks.last_choice,
-        ))
+            pick_row=self._pick_row, speculator=speculator, spec_note=spec_note,
+            last_choice=(lambda: None) if picks is None else picks.last_choice))
 
     def _pick_row(self, row: int) -> int:
         """The greedy pick from row `row` of a verify batch (tests wrap this, as _pick_token)."""
@@ -468,7 +449,8 @@ class Session:
         try:
             prompt = self._p.prompts.build(
                 list(request.history), request.text, think=settings.think,
-                system_prompt=settings.system_prompt,
+                system_prompt=settings.system_prompt, tools=request.tools,
+                message=request.message,
                 table={**self._images, **{i.sha256: i for i in request.history_images}})
         except ImageInputError:
             return Forecast(0, 0, UNMEASURED)
@@ -491,8 +473,6 @@ class Session:
         assert self._held is not None
         self._held.after_turn(result.stop_reason, turn.prompt.text + turn.generated_text,
                               bool(result.reasoning))
-        result.history = history
-        if result.ok and not result.stopped and turn.prompt.user_message is not None:
-            assert self._p.template is not None
-            result.history = (*history, turn.prompt.user_message, assistant_history_message(
-                result.reasoning, result.text, self._p.template))
+        finished = result.ok and not result.stopped
+        result.history = history_after_turn(history, turn.prompt.user_message, result.reasoning,
+                                            result.text, self._p.template, finished=finished)

@@ -20,7 +20,12 @@ from workbench.atomic_write import AtomicFile, OutputFileError, explain
 from workbench.engine.metric_columns import COLUMNS
 from workbench.engine.metrics import RunInfo, RunSummary, TokenMetrics
 from workbench.engine.metrics_syntax import FORMAT_V2
-from workbench.engine.metrics_writer import preamble_lines, row_fields, summary_line
+from workbench.engine.metrics_writer import (
+    preamble_lines,
+    row_fields,
+    summary_line,
+    turn_settings_line,
+)
 
 ROW_BATCH = 4096  # rows a CSV sink keeps before it formats them (bounds what it holds)
 
@@ -104,6 +109,8 @@ class CsvMetricsSink:
     def on_summary(self, s: RunSummary) -> None:
         def write() -> None:
             self._write_rows()
+            if (settings := turn_settings_line(s)) is not None:
+                self._file.write(settings + "\n")
             self._file.write(summary_line(s) + "\n")
             self._file.flush()
 

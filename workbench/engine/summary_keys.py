@@ -135,4 +135,6 @@ LEFT_OUT_UPSTREAM: tuple[str, ...] = (
 
 # RunSummary fields no summary key writes, and why (a test keeps this list complete).
 NOT_WRITTEN: dict[str, str] = {"n_ctx": "the preamble's n_ctx says it once per session",
-                               "spec_draft_seconds": "written per token, as mtp_draft_s/tok"}
+                               "spec_draft_seconds": "written per token, as mtp_draft_s/tok",
+                               "turn_settings": "its own line before the summary, "
+                                                "wb_turn_settings"}

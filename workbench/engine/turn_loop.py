@@ -16,17 +16,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from workbench.backend import llama, mtmd
 from workbench.backend.abort import AbortFlag
 from workbench.engine.images import ImageTurnStats
 from workbench.engine.kv_memory import KvMemory
 from workbench.engine.metrics import UNMEASURED, TokenMetrics
+from workbench.engine.model_load import ModelParts
 from workbench.engine.probes import MemoryProbe, counters
 from workbench.engine.prompt import ImageSpan, Prompt
 from workbench.engine.requests import GenerateResult, PrefillProgress, StopReason, TokenEvent
 from workbench.engine.sinks import Sink
-from workbench.engine.spec.speculator import Speculator, fill_spec_summary
+from workbench.engine.speculation.speculator import Speculator, fill_spec_summary
 from workbench.engine.streaming import StreamingRuntime
 from workbench.engine.token_choice import TokenChoice
 from workbench.engine.token_row import token_row, turn_summary
@@ -58,6 +60,7 @@ class Turn:
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
     )
     stop: tuple[str, ...] = ()  # stop strings (GenerateRequest.stop)
+    settings: dict[str, object] = field(default_factory=dict)  # TurnSettings.recorded()
     _tail: str = ""  # the end of the generated text, as long as a stop string could need
 
     def hits_stop(self, piece: str) -> bool:
@@ -94,6 +97,15 @@ class TurnParts:
     projector: mtmd.Projector | None = None  # reads the prompt's images, when it has any
     # The choice behind the token `pick_token` returned last (a turn with a `Decoding`).
     last_choice: Callable[[], TokenChoice | None] = lambda: None
+
+    @classmethod
+    def lent(cls, parts: ModelParts, cancel: threading.Event, memory: MemoryProbe,
+             load_seconds: float, sink: Sink | None, **picking: Any) -> TurnParts:
+        """An open session's parts, lent to one turn; `picking` says how it picks tokens."""
+        assert parts.model and parts.ctx and parts.kv and parts.abort
+        return cls(model=parts.model, ctx=parts.ctx, kv=parts.kv, abort=parts.abort,
+                   cancel=cancel, memory=memory, load_seconds=load_seconds,
+                   streaming=parts.streaming, sink=sink, projector=parts.projector, **picking)
 
 
 class TurnLoop:
@@ -234,6 +246,7 @@ class TurnLoop:
         if streaming is not None:
             streaming.fill_summary(result.summary)
         result.summary.spec = p.spec_note
+        result.summary.turn_settings = dict(turn.settings)
         if spec is not None:
             fill_spec_summary(result.summary, spec.tally)
         if sink is not None:

@@ -25,6 +25,11 @@ SAMPLING_NAMES: tuple[str, ...] = tuple(
     n for n in TURN_SETTING_NAMES if BY_NAME[n].group == "Sampling")
 
 
+# What a turn's record says it ran with (RunSummary.turn_settings, the metrics file's per-turn
+# line): all of it but the system prompt, text of any length that the run's settings hold once.
+RECORDED_PER_TURN: tuple[str, ...] = tuple(n for n in TURN_SETTING_NAMES if n != "system_prompt")
+
+
 class _TurnSettingsMethods:
     """What a `TurnSettings` value can do (its fields are derived below)."""
 
@@ -40,6 +45,10 @@ class _TurnSettingsMethods:
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in TURN_SETTING_NAMES}
+
+    def recorded(self) -> dict[str, Any]:
+        """What a turn's record keeps of these settings (RECORDED_PER_TURN)."""
+        return {name: getattr(self, name) for name in RECORDED_PER_TURN}
 
     @property
     def sampling(self) -> tuple[Any, ...]:

@@ -44,10 +44,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from workbench.config import BY_NAME, CACHE_POLICIES
 from workbench.moe.replay import CacheResult, Lookup, ReplayReport, _count_tokens, _entry_key
 
-POLICIES = ("lru", "lfru", "layer")
-DEFAULT_POLICY = "lru"
+POLICIES: tuple[str, ...] = tuple(CACHE_POLICIES)  # declared in config.py, in native code order
+DEFAULT_POLICY: str = BY_NAME["cache_policy"].default
 # Per closed pass (a token), every score is multiplied by this: a half-life of ~34 tokens. Chosen
 # on the bench model's routing (docs/benchmarks.md, bench policy): faster decays (0.5 to 0.9)
 # hit 4 to 15 points less at 200 MiB, pure counting (1.0) no more.

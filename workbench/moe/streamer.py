@@ -17,6 +17,7 @@ import numpy as np
 
 from workbench.backend import native
 from workbench.backend.abort import AbortFlag
+from workbench.config import CACHE_POLICIES
 from workbench.moe.layout import ExpertTensor, TensorInfo
 from workbench.moe.routes import Phase, RouteLoad
 
@@ -165,8 +166,8 @@ class CacheStats:
     prefetch: bool
 
 
-# wb_streamer_set_cache_policy's codes; the order of moe.cache_policies.POLICIES.
-POLICY_CODES = {"lru": 0, "lfru": 1, "layer": 2}
+# wb_streamer_set_cache_policy's codes: the declaration's order (config.CACHE_POLICIES).
+POLICY_CODES = {name: code for code, name in enumerate(CACHE_POLICIES)}
 # wb_streamer_entry_states' codes.
 ENTRY_ABSENT, ENTRY_RESIDENT, ENTRY_TRANSIENT, ENTRY_AHEAD = 0, 1, 2, 3
 

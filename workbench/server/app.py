@@ -46,9 +46,10 @@ from workbench.server.responses import (
     completion_response,
 )
 from workbench.server.runner import Event, Generation, Runner, Started
-from workbench.server.stop_filter import StopFilter
+from workbench.server.stop_filter import StopFilter, cut_at_stop, stop_tail_bytes
 from workbench.server.structured import LogprobsOut
 from workbench.server.telemetry import RequestInfo
+from workbench.server.tools import CallHoldback
 
 MAX_BODY_BYTES = 4 << 20  # default request size limit
 log = logging.getLogger("uvicorn.error")  # the server's own log: its level and format
@@ -113,6 +114,7 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
                 item = await _next(generation, gone)
             if not item.ok:
                 raise _refusal(item)
+            logprobs.cut(stop_tail_bytes(item.text, call.stop))
             make = chat_response if call.kind == "chat" else completion_response
             return JSONResponse(make(info.id, model_id, int(time.time()), item, call.stop,
                                      logprobs.whole()))
@@ -131,6 +133,7 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
         tracker = DeltaTracker()
         stops = StopFilter(call.stop)
         logprobs = LogprobsOut(call.kind, call.decoding.logprobs >= 0)
+        held = CallHoldback(generation.tool_openers) if call.calls_allowed else None
         try:
             if call.kind == "chat":
                 yield _sse(maker.role())
@@ -143,15 +146,23 @@ def create_app(runner: Runner, model_id: str, *, api_key: str | None = None,
                     logprobs.add(item.choice)
                     answer, reasoning = tracker.update(item.metrics.text, item.metrics.reasoning)
                     answer = stops.feed(answer)
+                    if held is not None:
+                        answer = held.feed(answer)
                     if answer or reasoning:
                         yield _sse(maker.delta(answer, reasoning, logprobs.pending()))
                 elif isinstance(item, GenerateResult):
+                    logprobs.cut(stop_tail_bytes(item.text, call.stop))
                     rest = stops.flush()
+                    if held is not None:
+                        held.feed(rest)
+                        rest = held.finish(cut_at_stop(item.text, call.stop)[0])
                     if rest:
                         yield _sse(maker.delta(rest, logprobs=logprobs.pending()))
                     if not item.ok:
                         yield _sse(_refusal(item).body())
                     else:
+                        for chunk in maker.calls(item):
+                            yield _sse(chunk)
                         for chunk in maker.finish(item, stops.stopped, call.include_usage,
                                                   logprobs.pending()):
                             yield _sse(chunk)

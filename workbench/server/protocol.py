@@ -1,7 +1,7 @@
 """A request body in, a typed `EngineCall` out, or an OpenAI-style 400 that names the field.
 
 Known fields are checked for type and range (structured output and log-probabilities in
-structured.py); a field this server cannot honour (n > 1, tools) is refused rather than
+structured.py, tools in tools.py); a field this server cannot honour (n > 1) is refused rather than
 silently ignored, since the client would otherwise trust an answer made without it. Unknown
 fields are ignored, as OpenAI's own server and llama.cpp's do: clients send extras (and newer
 fields) freely.
@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.engine.constrain import Decoding
+from workbench.engine.tools.calls import ToolCalling
 from workbench.server.errors import ApiError, bad_request
 from workbench.server.json_text import unencodable_field
 from workbench.server.structured import parse_decoding
+from workbench.server.tools import parse_tools, past_calls
 
 MAX_STOP_STRINGS = 16
 # Request fields that map onto the session's per-request settings (workbench/config.py).
@@ -25,7 +27,8 @@ SAMPLING_FIELDS = {
     "temperature": "temp", "top_p": "top_p", "min_p": "min_p", "seed": "seed",
     "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
 }
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
+         "tool": "tool"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +47,7 @@ class EngineCall:
     client: str = ""  # the `user` field, when the client names itself
     # The grammar and log-probabilities the turn runs with (server/structured.py).
     decoding: Decoding = field(default_factory=Decoding)
+    tools: ToolCalling | None = None  # the tools it may call (server/tools.py)
 
     @property
     def history(self) -> list[dict[str, str]]:
@@ -52,6 +56,17 @@ class EngineCall:
     @property
     def text(self) -> str:
         return self.messages[-1]["content"] if self.kind == "chat" else self.prompt
+
+    @property
+    def last_message(self) -> dict[str, str] | None:
+        """The message the turn answers when it is a tool's reply (None: the user's text)."""
+        if self.kind == "chat" and self.messages[-1]["role"] == "tool":
+            return dict(self.messages[-1])
+        return None
+
+    @property
+    def calls_allowed(self) -> bool:
+        return self.tools is not None and self.tools.calls_allowed
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -75,15 +90,13 @@ def parse_chat(data: dict[str, Any]) -> EngineCall:
     if not isinstance(messages, list) or not messages:
         raise bad_request("'messages' must be a non-empty array of messages", "messages")
     parsed = tuple(_message(m, i) for i, m in enumerate(messages))
-    if parsed[-1]["role"] != "user":
-        raise bad_request("the last message must be the user's (role 'user'): this server "
-                          "answers it", f"messages[{len(parsed) - 1}].role")
+    if parsed[-1]["role"] not in ("user", "tool"):
+        raise bad_request("the last message must be the user's (role 'user') or a tool's "
+                          "reply (role 'tool'): this server answers it",
+                          f"messages[{len(parsed) - 1}].role")
     _refuse_unsupported(data)
+    tools = parse_tools(data)
     decoding = parse_decoding(data, "chat")
-    tools = data.get("tools")
-    if tools not in (None, []):
-        raise bad_request("this server does not call tools: send the request without 'tools'",
-                          "tools")
     kwargs = _optional(data, "chat_template_kwargs", dict) or {}
     think = kwargs.get("enable_thinking")
     if think is not None and not isinstance(think, bool):
@@ -91,7 +104,7 @@ def parse_chat(data: dict[str, Any]) -> EngineCall:
                           "chat_template_kwargs")
     max_tokens = _max_tokens(data, "max_completion_tokens") or _max_tokens(data, "max_tokens")
     return EngineCall(kind="chat", messages=parsed, think=think, max_tokens=max_tokens,
-                      decoding=decoding, **_common(data))
+                      decoding=decoding, tools=tools, **_common(data))
 
 
 def parse_completion(data: dict[str, Any]) -> EngineCall:
@@ -150,7 +163,7 @@ def _message(raw: Any, i: int) -> dict[str, str]:
         raise bad_request(f"{where}.role must be one of {', '.join(ROLES)} (got {role!r})",
                           f"{where}.role")
     content = raw.get("content")
-    if content is None and role == "assistant":
+    if content is None and role in ("assistant", "tool"):
         content = ""
     if isinstance(content, list):
         content = "".join(_text_part(part, f"{where}.content[{j}]")
@@ -158,10 +171,18 @@ def _message(raw: Any, i: int) -> dict[str, str]:
     if not isinstance(content, str):
         raise bad_request(f"{where}.content must be a string or an array of text parts",
                           f"{where}.content")
-    if role == "assistant" and raw.get("tool_calls"):
-        raise bad_request("this server does not call tools: the conversation has tool calls",
-                          f"{where}.tool_calls")
-    return {"role": ROLES[role], "content": content}
+    message = {"role": ROLES[role], "content": content}
+    if role == "assistant" and raw.get("tool_calls") is not None:
+        message["tool_calls"] = past_calls(raw["tool_calls"], f"{where}.tool_calls")
+    if role == "tool":
+        call_id = raw.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise bad_request(f"{where}.tool_call_id must name the call this replies to",
+                              f"{where}.tool_call_id")
+        message["tool_call_id"] = call_id
+        if isinstance(raw.get("name"), str):
+            message["name"] = raw["name"]
+    return message
 
 
 def _text_part(part: Any, where: str) -> str:

@@ -8,11 +8,14 @@ from typing import Any
 from workbench.engine.requests import GenerateResult, StopReason
 from workbench.server.stop_filter import cut_at_stop
 from workbench.server.telemetry import usage, x_workbench
+from workbench.server.tools import call_deltas, openai_calls
 
 FINISH = {StopReason.EOS: "stop", StopReason.LENGTH: "length", StopReason.STOPPED: "stop"}
 
 
 def finish_reason(result: GenerateResult, stopped_by_string: bool = False) -> str:
+    if result.tool_calls:
+        return "tool_calls"
     return "stop" if stopped_by_string else FINISH.get(result.stop_reason, "stop")
 
 
@@ -21,14 +24,25 @@ def chat_response(rid: str, model: str, created: int, result: GenerateResult,
                   ) -> dict[str, Any]:
     text, hit = cut_at_stop(result.text, stops)
     message: dict[str, Any] = {"role": "assistant", "content": text}
+    if result.tool_calls:
+        message["content"] = text or None  # as OpenAI: no text beside the calls is null
+        message["tool_calls"] = openai_calls(result.tool_calls)
     if result.reasoning:
         message["reasoning_content"] = result.reasoning
     return {
         "id": rid, "object": "chat.completion", "created": created, "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": logprobs,
                      "finish_reason": finish_reason(result, hit)}],
-        "usage": usage(result.summary), "x_workbench": x_workbench(result.summary),
+        "usage": usage(result.summary), "x_workbench": _extra(result),
     }
+
+
+def _extra(result: GenerateResult) -> dict[str, Any]:
+    """x_workbench, and why text that opened a tool call was sent as text."""
+    extra = x_workbench(result.summary)
+    if result.tool_error:
+        extra["tool_error"] = result.tool_error
+    return extra
 
 
 def completion_response(rid: str, model: str, created: int, result: GenerateResult,
@@ -59,6 +73,10 @@ class ChunkMaker:
     def role(self) -> dict[str, Any]:
         return self._chunk({"delta": {"role": "assistant", "content": ""}})
 
+    def calls(self, result: GenerateResult) -> list[dict[str, Any]]:
+        """The answer's tool calls, one delta chunk each."""
+        return [self._chunk({"delta": d}) for d in call_deltas(result.tool_calls)]
+
     def delta(self, answer: str, reasoning: str = "", logprobs: dict[str, Any] | None = None
               ) -> dict[str, Any]:
         if self.kind != "chat":
@@ -75,7 +93,7 @@ class ChunkMaker:
         """The last chunks: the finish reason (with x_workbench and the log-probabilities of
         tokens no earlier chunk carried), then usage if asked for."""
         empty = {"delta": {}} if self.kind == "chat" else {"text": ""}
-        extra = {"x_workbench": x_workbench(result.summary)}
+        extra = {"x_workbench": _extra(result)}
         last = [self._chunk(empty, finish_reason(result, stopped_by_string), logprobs=logprobs,
                             **extra)]
         if with_usage:

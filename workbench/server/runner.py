@@ -55,6 +55,9 @@ class Generation:
         self._lock = threading.Lock()
         self._cancelled = False
         self._live: Session | None = None  # the session, while this request's turn runs
+        # Where a streamed answer may open a tool call (the model's format): set on the engine
+        # thread before Started is pushed, read on the loop after it.
+        self.tool_openers: tuple[str, ...] = ()
 
     def push(self, item: Event | Started | BaseException) -> None:
         """From the engine thread. The server's loop outlives every admitted request (its
@@ -151,6 +154,8 @@ class Runner:
         if not generation.begin(session):
             generation.push(GenerateResult(ok=True, stop_reason=StopReason.STOPPED))
             return
+        if call.calls_allowed:
+            generation.tool_openers = session.tool_format.openers
         generation.push(Started())
         observer = self.observer
         info = generation.info
@@ -225,4 +230,5 @@ def build_request(session: Session, call: EngineCall) -> GenerateRequest:
         settings=request_settings(session, call), n_predict=call.max_tokens, think=call.think,
         conversation=RAW_KEY if call.kind == "completion" else None, stop=call.stop,
         raw=call.kind == "completion",
-        decoding=call.decoding if call.decoding.active else None)
+        decoding=call.decoding if call.decoding.active else None, tools=call.tools,
+        message=call.last_message)

@@ -14,6 +14,13 @@ def cut_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
     return (text[:min(found)], True) if found else (text, False)
 
 
+def stop_tail_bytes(text: str, stops: tuple[str, ...]) -> int:
+    """The UTF-8 bytes of `text` from its first stop string on (0 without one): what the
+    client does not get, nor the log-probabilities of its tokens."""
+    kept, hit = cut_at_stop(text, stops)
+    return len(text.encode()) - len(kept.encode()) if hit else 0
+
+
 class StopFilter:
     def __init__(self, stops: tuple[str, ...]) -> None:
         self.stops = tuple(s for s in stops if s)

@@ -161,6 +161,16 @@ class LogprobsOut:
         if self.wanted and choice is not None:
             self._all.append(choice)
 
+    def cut(self, tail_bytes: int) -> None:
+        """Leave out the tokens that begin within the last `tail_bytes` bytes of the text (a
+        stop string and what came after it: OpenAI leaves them out). Tokens already sent in a
+        chunk stay sent."""
+        while len(self._all) > self._sent and tail_bytes > 0:
+            tail_bytes -= len(self._all[-1].piece)
+            if tail_bytes < 0:  # it began before the cut: its text is partly kept
+                break
+            self._all.pop()
+
     def whole(self) -> dict[str, Any] | None:
         if not self.wanted:
             return None

@@ -92,6 +92,7 @@ class Run:
     engine_version: str
     info: JsonDict  # RunInfo by field name
     summary: JsonDict  # RunSummary by field name; {} until the run finishes
+    quality: JsonDict = field(default_factory=dict)  # a scored run's figures; {} when not scored
     n_token_rows: int = 0
     message_status: str | None = None  # its answer's status; None for a headless run
 
@@ -99,6 +100,11 @@ class Run:
     def interrupted(self) -> bool:
         """The process died while this run streamed: it has rows up to the crash, no summary."""
         return not self.summary and self.message_status == "interrupted"
+
+    @property
+    def scored(self) -> bool:
+        """A scored run (`workbench score`, Price it): its quality figures are kept."""
+        return bool(self.quality.get("figures"))
 
     def run_summary(self) -> RunSummary | None:
         """The summary as a RunSummary (for its derived rates), or None if not finished.

@@ -18,7 +18,8 @@ from workbench.engine.metrics import UNMEASURED
 from workbench.store.records import JsonDict, NotFound, Run
 from workbench.store.schema import transaction
 
-RUN_COLUMNS = "id, message_id, created_at, label, settings, model, engine_version, info, summary"
+RUN_COLUMNS = ("id, message_id, created_at, label, settings, model, engine_version, info, summary,"
+               " quality")
 
 
 def as_dict(value: object) -> JsonDict:
@@ -56,6 +57,7 @@ def run_from_row(row: sqlite3.Row) -> Run:
         engine_version=row["engine_version"],
         info=json.loads(row["info"]),
         summary=json.loads(row["summary"]),
+        quality=json.loads(row["quality"]),
         n_token_rows=row["n_token_rows"],
         message_status=row["message_status"],
     )
@@ -112,6 +114,11 @@ class RunOps:
     def finish_run(self, run_id: int, summary: object) -> None:
         """Store the RunSummary (or dict) once the generation ends (replacing any earlier)."""
         self._update(run_id, "summary = ?", (json.dumps(as_dict(summary)),))
+
+    def set_quality(self, run_id: int, quality: Mapping[str, Any]) -> None:
+        """Store a scored run's quality figures (bench/quality.py's QualityReport.quality_record),
+        replacing any earlier."""
+        self._update(run_id, "quality = ?", (json.dumps(dict(quality)),))
 
     def attach_run(self, run_id: int, message_id: int | None) -> None:
         """Link a run to the message it produced (or detach it with None)."""
@@ -170,12 +177,13 @@ class RunOps:
         model_hash: str | None = None,
         since: float | None = None,
         until: float | None = None,
+        scored: bool | None = None,
         limit: int | None = None,
     ) -> list[Run]:
         """Runs, newest first, narrowed by any of the filters (all must hold).
 
         headless=True keeps runs without a message, False those with one; since/until bound
-        created_at (inclusive).
+        created_at (inclusive); scored=True keeps the runs with quality figures.
         """
         where: list[str] = []
         params: list[object] = []
@@ -193,6 +201,8 @@ class RunOps:
         if model_hash is not None:
             where.append("json_extract(r.model, '$.fast_hash') = ?")
             params.append(model_hash)
+        if scored is not None:  # kept its quality figures (a scored run) or not
+            where.append("r.quality != '{}'" if scored else "r.quality = '{}'")
         if since is not None:
             where.append("r.created_at >= ?")
             params.append(since)

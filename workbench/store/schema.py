@@ -148,7 +148,7 @@ MIGRATIONS: list[str] = [
         DELETE FROM images WHERE sha256 = OLD.sha256;
     END;
     """,
-    # 6: the per-token speculation columns (engine/spec); -1 = speculation was off.
+    # 6: the per-token speculation columns (engine/speculation); -1 = speculation was off.
     """
     ALTER TABLE run_tokens ADD COLUMN drafted INTEGER NOT NULL DEFAULT -1;
     ALTER TABLE run_tokens ADD COLUMN draft_len INTEGER NOT NULL DEFAULT -1;
@@ -158,6 +158,12 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE run_tokens ADD COLUMN experts_reranked INTEGER NOT NULL DEFAULT -1;
     ALTER TABLE run_tokens ADD COLUMN experts_substituted INTEGER NOT NULL DEFAULT -1;
+    """,
+    # 8: a scored run's quality figures (bench/quality.py: perplexity, KL, agreement with their
+    # intervals, the reference's settings, the per-position series); '{}' for a run that was
+    # not scored, which every run before this step was.
+    """
+    ALTER TABLE runs ADD COLUMN quality TEXT NOT NULL DEFAULT '{}';
     """,
 ]
 

@@ -6,6 +6,7 @@ showed. A figure that is absent or negative (unmeasured) is left off, never show
 
 from __future__ import annotations
 
+from workbench.engine.summary_labels import CACHE_HIT, RATE, TTFT
 from workbench.store.message_stats import MessageStats
 
 SEPARATOR = " · "
@@ -44,7 +45,7 @@ def format_stats_line(stats: MessageStats) -> str:
     cache hit 92% · continued 1× · finished"; empty when nothing was measured."""
     parts: list[str] = []
     if (rate := _measured(stats.tok_s)) is not None:
-        parts.append(f"{rate:.1f} tok/s")
+        parts.append(f"{rate:.1f} {RATE.unit}")
     if (n := _measured(stats.n_generated)) is not None:
         parts.append(f"{n:.0f} tokens")
     n_prompt = _measured(stats.n_prompt)
@@ -56,7 +57,7 @@ def format_stats_line(stats: MessageStats) -> str:
     if images := image_phrase(stats):
         parts.append(images)
     if (ttft := _measured(stats.ttft_s)) is not None:
-        parts.append(f"TTFT {ttft:.2f} s")
+        parts.append(f"{TTFT.label} {ttft:.2f} {TTFT.unit}")
     if (reused := _measured(stats.n_reused)) is not None:
         if stats.kv_source == "disk":
             parts.append(f"restored {reused:,.0f} tokens from disk")
@@ -65,7 +66,7 @@ def format_stats_line(stats: MessageStats) -> str:
         else:
             parts.append(f"{reused:.0f} reused")
     if (hit := _measured(stats.cache_hit_pct)) is not None:
-        parts.append(f"cache hit {hit:.0f}%")
+        parts.append(f"{CACHE_HIT.label} {hit:.0f}{CACHE_HIT.unit}")
     # The prompt figures above are the question's (the first run's): this says more runs
     # generated on, and the tokens and tok/s count them all.
     if continued := _measured(stats.n_continued):

@@ -555,6 +555,7 @@ class QtMainWindow(QMainWindow):
         await self.server_switch.stop()  # its admitted requests finish on the engine first
         await self.chat.cancel_title()
         await self.chat.close()
+        self.settings_page.pricer.close()  # a Price it stops at its next position
         await self.remembered.save(self.remembered.take())
         # The window's own first: the stopped answer's final save is one of its tasks, and a
         # finished turn spawns a runs refresh on the runs page. All of them use the database.

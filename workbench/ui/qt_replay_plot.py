@@ -16,7 +16,7 @@ from pyqtgraph.exporters import ImageExporter
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt
 
 from workbench.atomic_write import check_output_path, write_bytes_atomic
-from workbench.ui.cache_sizing import SizingCurves
+from workbench.moe.cache_sizing import SizingCurves
 
 LRU_COLOUR = "#1565c0"
 BELADY_COLOUR = "#2e7d32"

@@ -33,10 +33,10 @@ from typing import Any, Protocol
 from workbench.config import Config, signature
 from workbench.engine.requests import SessionError
 from workbench.moe.layout import ModelFacts
+from workbench.moe.memory_estimate import available_memory_mib
 from workbench.ui.bridge import EngineBridge, LoadCancelled, LoadedModel, ModelKept
 from workbench.ui.chat import conversation_settings
 from workbench.ui.models import model_settings
-from workbench.ui.models.estimate import available_memory_mib
 from workbench.ui.models.model_settings import OpeningSettings
 from workbench.ui.models.recent import add_recent, recent_file
 from workbench.ui.ui_pacer import shared_pacer, ui_share_target

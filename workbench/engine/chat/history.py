@@ -60,6 +60,16 @@ def assistant_history_message(
     return message
 
 
+def history_after_turn(history: tuple[dict[str, str], ...], user_message: dict[str, str] | None,
+                       reasoning: str, answer: str, template: ChatTemplate | None, *,
+                       finished: bool) -> tuple[dict[str, str], ...]:
+    """The conversation after a turn: a finished chat turn adds its user message and answer;
+    an unfinished one (stopped, failed) or a raw-text turn changes nothing."""
+    if not finished or user_message is None or template is None:
+        return history
+    return (*history, user_message, assistant_history_message(reasoning, answer, template))
+
+
 @dataclass(frozen=True)
 class Divergence:
     offset: int  # first character of the new prompt that differs from the text in the KV cache

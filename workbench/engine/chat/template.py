@@ -23,6 +23,7 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
@@ -32,6 +33,8 @@ import jinja2
 import jinja2.ext
 import jinja2.nodes
 from jinja2.sandbox import SandboxedEnvironment
+
+from workbench.engine.tools.messages import template_calls
 
 # What the session does instead (workbench/engine/session.py): the user's text goes to the model
 # as plain text for this turn, without the conversation around it.
@@ -102,6 +105,34 @@ class _GenerationTag(jinja2.ext.Extension):
         return jinja2.nodes.Scope(body, lineno=lineno)
 
 
+def function_variables(source: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """What firefunction-style templates read instead of `tools`: `functions` (the functions'
+    JSON text) and `datetime`, as llama.cpp passes them."""
+    if "functions" not in source:
+        return {}
+    functions = [t.get("function", t) for t in tools]
+    return {"functions": json.dumps(functions, ensure_ascii=False, indent=2),
+            "datetime": datetime.now().strftime("%b %d %Y %H:%M:%S GMT")}
+
+
+def cohere_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tools as Command R's tool-use template reads them: name, description and
+    `parameter_definitions` (each parameter's type, description and whether it is required)."""
+    out = []
+    for tool in tools:
+        function = tool.get("function", tool)
+        schema = function.get("parameters") or {}
+        required = set(schema.get("required", []))
+        out.append({"name": function.get("name", ""),
+                    "description": function.get("description", ""),
+                    "parameter_definitions": {
+                        name: {"type": prop.get("type", "object"),
+                               "description": prop.get("description", ""),
+                               "required": name in required}
+                        for name, prop in schema.get("properties", {}).items()}})
+    return out
+
+
 def _raise_exception(message: str) -> None:
     raise _RaisedByTemplate(str(message))
 
@@ -120,8 +151,17 @@ def _tojson(
     # Jinja's built-in tojson HTML-escapes <, >, & and ' (\u003c ...), which would corrupt tool
     # schemas in the prompt; templates are written against Hugging Face's plain json.dumps.
     return json.dumps(
-        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys,
+        default=_listed,
     )
+
+
+def _listed(value: Any) -> Any:
+    """A filter's lazy sequence (`tools | map(attribute='function')`) as the list it yields,
+    as Python's Jinja users expect from tojson (DeepSeek R1's llama.cpp template)."""
+    if isinstance(value, Iterator):
+        return list(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 @functools.cache
@@ -147,12 +187,21 @@ def _compile(source: str) -> jinja2.Template:
     return _environment().from_string(source)
 
 
-def _template_messages(source: str, messages: list[dict[str, str]]) -> list[dict[str, Any]]:
+_TESTS_NONE_CONTENT = re.compile(r"content['\"]?\]?\s+is\s+none")
+
+
+def _template_messages(source: str, messages: list[dict[str, str]],
+                       object_arguments: bool = True) -> list[dict[str, Any]]:
     """Copy the caller's messages and add the field names this template reads past reasoning
     from: gpt-oss and LFM2 read ``thinking``, Gemma 4 ``reasoning``, most ``reasoning_content``."""
     out: list[dict[str, Any]] = []
     for message in messages:
         m: dict[str, Any] = copy.deepcopy(dict(message))
+        if isinstance(m.get("tool_calls"), str):  # JSON text in the conversation; objects here
+            m["tool_calls"] = template_calls(m["tool_calls"], object_arguments)
+            if (not m.get("content") and _TESTS_NONE_CONTENT.search(source)
+                    and "content'] == ''" not in source):
+                m["content"] = None  # as clients send it: DeepSeek R1 prints calls only then
         reasoning = m.get("reasoning_content")
         if m.get("role") == "assistant" and reasoning:
             if "thinking" not in m and "thinking" in source:
@@ -212,8 +261,11 @@ class ChatTemplate:
         *,
         add_generation_prompt: bool = True,
         enable_thinking: bool = True,
+        tools: list[dict[str, Any]] | None = None,
     ) -> str:
-        """Render ``messages`` (role, content, optional reasoning_content) to prompt text.
+        """Render ``messages`` (role, content, optional reasoning_content, tool_calls as JSON
+        text, tool_call_id) to prompt text; ``tools`` (OpenAI's declarations) become the
+        template's ``tools`` variable.
 
         See the module docstring for the BOS contract. A template that refuses a system role
         (Gemma 2) gets the system prompt folded into the first user message, as llama.cpp does.
@@ -222,11 +274,24 @@ class ChatTemplate:
             messages = _fold_system(messages)
         if not enable_thinking and _reads_soft_switch(self.source):
             messages = _add_soft_switch(messages)
-        return self._render_raw(messages, add_generation_prompt, enable_thinking)
+        return self._render_raw(messages, add_generation_prompt, enable_thinking, tools)
 
     def _render_raw(
-        self, messages: list[dict[str, str]], add_generation_prompt: bool, enable_thinking: bool
+        self, messages: list[dict[str, str]], add_generation_prompt: bool, enable_thinking: bool,
+        tools: list[dict[str, Any]] | None = None, object_arguments: bool | None = None,
     ) -> str:
+        """`object_arguments`: past calls' arguments as objects (most templates print them with
+        tojson) or as their JSON text; None: objects, and if the template fails on them, text
+        (Functionary v3.2 concatenates them as a string)."""
+        if object_arguments is None:
+            if not any(m.get("tool_calls") for m in messages):
+                object_arguments = True
+            else:
+                try:
+                    return self._render_raw(messages, add_generation_prompt, enable_thinking,
+                                            tools, True)
+                except TemplateError:
+                    object_arguments = False
         try:
             template = _compile(self.source)
         except jinja2.TemplateSyntaxError as exc:
@@ -235,12 +300,16 @@ class ChatTemplate:
                 + FALLBACK_NOTE
             ) from exc
         context: dict[str, Any] = {
-            "messages": _template_messages(self.source, messages),
+            "messages": _template_messages(self.source, messages, object_arguments),
             "add_generation_prompt": add_generation_prompt,
             **thinking_context(self.source, enable_thinking),
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
-        }  # "tools" stays undefined, as in Hugging Face: several templates iterate it blindly
+        }
+        if tools:  # otherwise undefined, as in Hugging Face: several templates iterate it blindly
+            context["tools"] = (cohere_tools(tools) if "parameter_definitions" in self.source
+                                else copy.deepcopy(tools))
+            context.update(function_variables(self.source, tools))
         if self.source in _RUNAWAY:
             raise TemplateError(self._runaway_message())
         try:

@@ -25,7 +25,7 @@ from workbench.atomic_write import write_text_atomic
 from workbench.config import BY_NAME, SETTINGS, Config, fmt_number, validate
 from workbench.file_kind import read_text
 from workbench.moe.layout import ModelFacts
-from workbench.ui.models.estimate import estimate_memory
+from workbench.moe.memory_estimate import estimate_memory
 from workbench.ui.settings.evaluate import follow_app_defaults
 
 log = logging.getLogger("workbench.ui")

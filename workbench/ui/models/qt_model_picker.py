@@ -40,10 +40,10 @@ from qasync import asyncWrap
 
 from workbench.config import Config
 from workbench.moe.layout import ModelFacts, ModelFileError, format_facts, read_model_facts
+from workbench.moe.memory_estimate import available_memory_mib, estimate_memory
 from workbench.moe.projector import find_beside
 from workbench.ui.models import discovery
 from workbench.ui.models.discovery import FoundModel, Source
-from workbench.ui.models.estimate import available_memory_mib, estimate_memory
 from workbench.ui.models.model_settings import OpeningSettings, opening_settings
 from workbench.ui.models.qt_fit_offer import QtFitOffer
 from workbench.ui.models.recent import load_recent
@@ -179,7 +179,7 @@ class QtModelPicker(QDialog):
         mmproj_row = QHBoxLayout()
         mmproj_row.addWidget(self.mmproj, 1)
         mmproj_row.addWidget(self.mmproj_browse)
-        # A draft model for speculative decoding (engine/spec): one of the same vocabulary.
+        # A draft model for speculative decoding (engine/speculation): one of the same vocabulary.
         self.draft_model = QLineEdit(config.spec_draft_model)
         self.draft_model.setPlaceholderText("none: n-gram drafting needs no model")
         self.draft_browse = QPushButton("Choose…")

@@ -13,8 +13,8 @@ import asyncio
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
 from workbench.bench.compare import CompareTable, RunGroup, compare_arms
+from workbench.runs.entries import LoadedRun
 from workbench.ui.qt_text_style import SMALL_PX, dim_text
-from workbench.ui.runs.entries import LoadedRun
 from workbench.ui.runs.qt_config_diff import QtConfigDiff
 from workbench.ui.runs.qt_correlate_view import QtCorrelateView
 from workbench.ui.runs.qt_overlay_plot import QtOverlayPlot
@@ -25,7 +25,7 @@ EMPTY = "Pick two or more runs in the list and press Compare."
 
 def table_for(runs: list[LoadedRun], resamples: int = 2000) -> CompareTable:
     """One arm per run, labelled as the list labels it (blocking: bootstrap draws)."""
-    arms = [RunGroup(run.label, [run.figures()]) for run in runs]
+    arms = [RunGroup(run.label, [run.figures()]) for run in runs]  # a scored run's quality too
     return compare_arms(arms, resamples=resamples)
 
 
@@ -48,6 +48,10 @@ class QtCompareView(QWidget):
         column.addWidget(self.methods)
         column.addWidget(QLabel("<b>Configuration difference</b>"))
         column.addWidget(self.config_diff, 2)
+        self.cause = QLabel()  # which setting a quality difference comes from
+        self.cause.setWordWrap(True)
+        self.cause.setVisible(False)
+        column.addWidget(self.cause)
         self.correlate = QtCorrelateView()
         self.tabs = QTabWidget()
         self.tabs.addTab(self.overlay, "Overlay")
@@ -75,4 +79,6 @@ class QtCompareView(QWidget):
         self.summary.set_table(table)
         self.config_diff.set_table(table)
         self.methods.setText("Intervals: " + "; ".join(table.methods))
+        self.cause.setText(table.quality_cause[:1].upper() + table.quality_cause[1:])
+        self.cause.setVisible(bool(table.quality_cause))
         self.correlate.set_runs(self.runs)

@@ -33,8 +33,11 @@ class QtConfigDiff(QTableWidget):
         bold.setBold(True)
         tints = cell_tints()
         for r, d in enumerate(diffs):
-            key = QTableWidgetItem(d.key)
+            key = QTableWidgetItem(d.key + (" (lossy)" if d.lossy else ""))
             key.setFont(bold)
+            if d.lossy:
+                key.setToolTip("a lossy setting: it changes what the model computes, so a "
+                               "quality difference between the arms comes from it")
             self.setItem(r, 0, key)
             for c, value in enumerate(d.values):
                 item = QTableWidgetItem(MISSING if value is None else value)
@@ -46,7 +49,8 @@ class QtConfigDiff(QTableWidget):
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
 
     def keys(self) -> list[str]:
-        return [self.item(r, 0).text() for r in range(self.rowCount()) if self.item(r, 0)]
+        return [self.item(r, 0).text().removesuffix(" (lossy)") for r in range(self.rowCount())
+                if self.item(r, 0)]
 
     def highlighted(self, row: int, column: int) -> bool:
         item = self.item(row, column)

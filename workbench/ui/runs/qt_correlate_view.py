@@ -15,8 +15,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.runs.entries import LoadedRun
 from workbench.ui.runs.curves import Correlation, correlate, measured_metrics, token_index
-from workbench.ui.runs.entries import LoadedRun
 from workbench.ui.runs.palette import colour
 from workbench.ui.runs.qt_themed_plot import QtThemedPlot
 

@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.runs.entries import KINDS, RunEntry, RunFilters
 from workbench.ui.qt_flow_layout import QtFlowLayout
-from workbench.ui.runs.entries import KINDS, RunEntry, RunFilters
 from workbench.ui.runs.qt_runs_table_model import RunsTableModel
 
 ALL_MODELS = "All models"

@@ -23,12 +23,12 @@ from workbench.bench.compare import CompareTable
 from workbench.bench.matrix import MatrixResult
 from workbench.config import Config
 from workbench.engine.metrics_reader import MetricsFile, MetricsFormatError, read_metrics_csv
+from workbench.runs.entries import LoadedRun, RunEntry, entry_from_csv, entry_from_run
+from workbench.runs.run_csv import run_metrics, write_run_csv
 from workbench.ui.qt_text_style import status_text
-from workbench.ui.runs.entries import LoadedRun, RunEntry, entry_from_csv, entry_from_run
 from workbench.ui.runs.qt_compare_view import QtCompareView
 from workbench.ui.runs.qt_matrix_dialog import QtMatrixDialog
 from workbench.ui.runs.qt_runs_list import QtRunsList
-from workbench.ui.runs.run_csv import run_metrics, write_run_csv
 from workbench.ui.settings.preset_store import StoreCall
 from workbench.ui.tasks import Tasks
 
@@ -144,13 +144,15 @@ class QtRunsPage(QWidget):
         loop = asyncio.get_running_loop()
         for key in keys:
             entry = self.entries.get(key) or self.imported[key][0]
+            quality: dict[str, Any] = {}
             if key in self.imported:
                 mf = self.imported[key][1]
             else:
                 rid = entry.run_id
                 run, rows = await self.call(lambda s, r=rid: (s.get_run(r), s.token_rows(r)))
                 mf = await loop.run_in_executor(None, run_metrics, run, rows)
-            out.append(LoadedRun(_unique(entry.label, out), mf, entry.path or ""))
+                quality = run.quality  # a scored run's figures join the compare table
+            out.append(LoadedRun(_unique(entry.label, out), mf, entry.path or "", quality))
         return out
 
     async def compare(self, keys: list[str]) -> CompareTable | None:

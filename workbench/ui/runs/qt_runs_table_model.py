@@ -8,17 +8,30 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
-from workbench.ui.runs.entries import RunEntry
+from workbench.bench.compare import format_interval
+from workbench.bench.quality_cost import NOT_SCORED
+from workbench.bench.stats import Interval
+from workbench.runs.entries import RunEntry
 
 MISSING = "—"
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("label", "Run"), ("created_at", "When"), ("model", "Model"), ("kind", "Kind"),
-    ("n_tokens", "Tokens"), ("tok_s", "tok/s"), ("ttft_s", "TTFT s"),
+    ("n_tokens", "Tokens"), ("tok_s", "tok/s"), ("ttft_s", "TTFT s"), ("read_mib", "MiB/tok"),
+    # A scored run's quality (bench/quality_cost.py), with its 95 % interval; "—" otherwise.
+    ("ppl", "Perplexity"), ("kl_mean", "KL nats"), ("agreement_pct", "Agree %"),
 )
+QUALITY_KEYS = ("ppl", "kl_mean", "agreement_pct")
+_NUMERIC = ("n_tokens", "tok_s", "ttft_s", "read_mib", *QUALITY_KEYS)
+
+
+def quality_interval(entry: RunEntry, key: str) -> Interval:
+    return getattr(entry.cost, key) if entry.cost is not None else NOT_SCORED
 _Index = QModelIndex | QPersistentModelIndex
 
 
 def cell_text(entry: RunEntry, key: str) -> str:
+    if key in QUALITY_KEYS:
+        return format_interval(quality_interval(entry, key), digits=3)
     value = getattr(entry, key)
     if key == "created_at":
         return time.strftime("%Y-%m-%d %H:%M", time.localtime(value))
@@ -28,7 +41,7 @@ def cell_text(entry: RunEntry, key: str) -> str:
 
 
 def sort_key(entry: RunEntry, key: str) -> Any:
-    value = getattr(entry, key)
+    value = quality_interval(entry, key).estimate if key in QUALITY_KEYS else getattr(entry, key)
     if isinstance(value, float) and math.isnan(value):
         return (1, 0.0)  # unmeasured sorts last either way round
     return (0, value)
@@ -63,8 +76,10 @@ class RunsTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return cell_text(entry, key)
         if role == Qt.ItemDataRole.ToolTipRole:
+            if key in QUALITY_KEYS and entry.cost is not None:
+                return entry.cost.detail()
             return entry.path or f"stored run {entry.run_id}"
-        if role == Qt.ItemDataRole.TextAlignmentRole and key in ("n_tokens", "tok_s", "ttft_s"):
+        if role == Qt.ItemDataRole.TextAlignmentRole and key in _NUMERIC:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.UserRole:
             return entry.key

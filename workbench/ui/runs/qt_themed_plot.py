@@ -20,9 +20,10 @@ _THEME_EVENTS = frozenset({QEvent.Type.PaletteChange, QEvent.Type.ApplicationPal
 
 
 class QtThemedPlot(pg.PlotWidget):
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None,
+                 view_box: pg.ViewBox | None = None) -> None:
         colours = plot_colours()
-        super().__init__(parent, background=colours.background)
+        super().__init__(parent, background=colours.background, viewBox=view_box)
         self.colours = colours
         self.legend = self.addLegend(offset=(5, 5), labelTextSize="8pt",
                                      labelTextColor=colours.foreground,

@@ -91,6 +91,11 @@ class QtSettingRow(QWidget):
             line.setContentsMargins(LABEL_WIDTH + 6, 0, 0, 0)
             layout.addWidget(line)
 
+    def add_line(self, widget: QWidget) -> None:
+        """Another line under the editor, indented like the hint (a lossy setting's cost)."""
+        widget.setContentsMargins(LABEL_WIDTH + 6, 0, 0, 0)
+        self.layout().addWidget(widget)
+
     @staticmethod
     def _small(text: str) -> QLabel:
         label = QLabel(text)

@@ -24,6 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.bench.lossy import LOSSY_NAMES
+from workbench.bench.quality_cost import measured_cost
 from workbench.config import GROUPS, SETTINGS, Config
 from workbench.ui.qt_text_style import SMALL_PX, dim_text, tone_text
 from workbench.ui.settings.evaluate import (
@@ -32,12 +34,18 @@ from workbench.ui.settings.evaluate import (
     evaluate,
     follow_app_defaults,
 )
+from workbench.ui.settings.qt_cost_line import QtCostLine
 from workbench.ui.settings.qt_setting_row import QtSettingRow
+
+_DEFAULTS = {s.name: s.default for s in SETTINGS}
 
 
 class QtSettingsPanel(QWidget):
     applied = Signal(object, bool)  # Config, reopen: the load-scope signature changed
     pending_changed = Signal(object)  # the pending Config, after every edit or load
+    # A lossy setting's Price it: (its name, the pending Config to score); and its Stop.
+    price_requested = Signal(str, object)
+    stop_pricing_requested = Signal()
 
     def __init__(self, config: Config, parent: QWidget | None = None,
                  only: frozenset[str] | None = None) -> None:
@@ -47,6 +55,12 @@ class QtSettingsPanel(QWidget):
         self._pending = config
         self.rows: dict[str, QtSettingRow] = {}
         self.groups: dict[str, QGroupBox] = {}
+        # A lossy setting's measured cost (bench/quality_cost.py), from the scored runs.
+        self.costs: dict[str, QtCostLine] = {}
+        self._scored_runs: list[Any] = []
+        self._pricing: str | None = None  # the setting being priced
+        self._progress: tuple[str, int, int] = ("starting", 0, 1)
+        self._cost_notes: dict[str, str] = {}  # why the last pricing of a setting failed
         body = QWidget()
         column = QVBoxLayout(body)
         blurbs = {g.name: g.blurb for g in GROUPS}
@@ -67,6 +81,13 @@ class QtSettingsPanel(QWidget):
             for s in members:
                 row = QtSettingRow(s)
                 row.edited.connect(self._edited)
+                if s.name in LOSSY_NAMES:
+                    line = QtCostLine()
+                    line.price_clicked.connect(lambda n=s.name: self.price_requested.emit(
+                        n, self._pending))
+                    line.stop_clicked.connect(self.stop_pricing_requested)
+                    row.add_line(line)
+                    self.costs[s.name] = line
                 inner.addWidget(row)
                 self.rows[s.name] = row
             column.addWidget(box)
@@ -136,6 +157,50 @@ class QtSettingsPanel(QWidget):
     def revert(self) -> None:
         self.set_pending(self._current)
 
+    # ---- measured costs -----------------------------------------------------------------------
+
+    def set_scored_runs(self, runs: list[Any]) -> None:
+        """The store's scored runs, newest first: where each lossy setting's cost comes from."""
+        self._scored_runs = list(runs)
+        self._show_costs()
+
+    def pricing_started(self, name: str) -> None:
+        self._pricing, self._progress = name, ("starting", 0, 1)
+        self._cost_notes.pop(name, None)
+        self._show_costs()
+
+    def pricing_progress(self, phase: str, done: int, total: int) -> None:
+        self._progress = (phase, done, total)
+        if self._pricing in self.costs:
+            self.costs[self._pricing].show_progress(phase, done, total)
+
+    def pricing_finished(self, note: str = "") -> None:
+        """Pricing ended: `note` says why nothing was measured ("" when it was)."""
+        if self._pricing is not None and note:
+            self._cost_notes[self._pricing] = note
+        self._pricing = None
+        self._show_costs()
+
+    def _show_costs(self) -> None:
+        ev, pending = self.evaluation, self._pending
+        lossy_on = any(getattr(pending, n) != _DEFAULTS[n] for n in self.costs)
+        measured = measured_cost(self._scored_runs, pending) if lossy_on else None
+        why = ("another setting is being priced" if self._pricing is not None
+               else "fix the problems above first" if ev.problems else "")
+        for name, line in self.costs.items():
+            if name == self._pricing:
+                line.show_progress(*self._progress)
+                continue
+            if (getattr(pending, name) == _DEFAULTS[name] or ev.inactive.get(name)
+                    or ev.problems.get(name)):
+                line.show_hidden()  # lossless at its default; or not in force
+                continue
+            if measured is not None:
+                line.show_measured(measured.cost.summary(), measured.tooltip())
+            else:
+                line.show_unmeasured(self._cost_notes.get(name, ""))
+            line.set_price_enabled(not why, why)
+
     # ---- internals ----------------------------------------------------------------------------
 
     def _edited(self, name: str, value: Any) -> None:
@@ -159,6 +224,7 @@ class QtSettingsPanel(QWidget):
         self.revert_button.setEnabled(bool(ev.changed))
         self.reopen_label.setVisible(ev.reopen)
         self.status_label.setText(_status(ev))
+        self._show_costs()
         self.pending_changed.emit(self._pending)
 
 

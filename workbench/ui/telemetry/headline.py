@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.engine.metrics import RunSummary
+from workbench.engine.summary_labels import PREFILL_RATE, RATE, TTFT
 
 RECENT = 16  # tokens in the live rate's window
 
@@ -32,9 +33,9 @@ class Headline:
         if self.cache_budget_mib >= 0:
             cache = f"{num(self.cache_resident_mib, '{:.0f}')} / {self.cache_budget_mib:.0f} MiB"
         return [
-            ("tok/s", num(self.tok_s, "{:.1f}")),
-            ("TTFT", num(self.ttft_s, "{:.2f} s")),
-            ("prefill", num(self.prefill_tok_s, "{:.0f} tok/s")),
+            (RATE.unit, num(self.tok_s, "{:.1f}")),
+            (TTFT.label, num(self.ttft_s, "{:.2f} " + TTFT.unit)),
+            (PREFILL_RATE.label, num(self.prefill_tok_s, "{:.0f} " + PREFILL_RATE.unit)),
             ("loop overhead", num(self.loop_overhead_ms, "{:.2f} ms")),
             ("cache resident / budget", cache),
         ]

@@ -25,9 +25,9 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QStackedLayout, QVBoxLayout, QWidget
 
 from workbench.engine.requests import SessionError
+from workbench.moe.cache_sizing import SizingCurves, compute_curves
 from workbench.moe.route_trace import RouteTrace
 from workbench.moe.routes import Phase
-from workbench.ui.cache_sizing import SizingCurves, compute_curves
 from workbench.ui.qt_replay_plot import SizingItems
 from workbench.ui.qt_text_style import SMALL_PX, dim_text
 

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from workbench.backend import llama
 from workbench.engine.kv_memory import common_prefix
-from workbench.engine.spec.ngram import MIN_MATCH, ngram_draft
+from workbench.engine.speculation.ngram import MIN_MATCH, ngram_draft
 
 
 class DraftModelError(ValueError):

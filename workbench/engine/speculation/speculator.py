@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from workbench.engine.metrics import RunSummary
-from workbench.engine.spec.drafters import Drafter, ModelDrafter, NgramDrafter
-from workbench.engine.spec.policy import DraftPolicy
+from workbench.engine.speculation.drafters import Drafter, ModelDrafter, NgramDrafter
+from workbench.engine.speculation.policy import DraftPolicy
 
 # A broken verifier, for the identity gate's negative control only: keep the first rejected
 # draft as if the model had picked it. Never set outside tests.

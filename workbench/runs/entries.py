@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from workbench.bench.figures import FIGURES, RunFigures
+from workbench.bench.quality_cost import QualityCost
 from workbench.engine.measured import as_measured
 from workbench.engine.metrics_reader import MetricsFile
 from workbench.store import Run
@@ -18,6 +19,7 @@ Kind = Literal["chat", "headless", "imported"]
 KINDS: tuple[str, ...] = ("all", "chat", "headless", "imported")
 _RATE = next(f for f in FIGURES if f.key == "tok_s")
 _TTFT = next(f for f in FIGURES if f.key == "ttft_s")
+_READ = next(f for f in FIGURES if f.key == "read_mib")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class RunEntry:
     settings: dict[str, Any] = field(default_factory=dict)
     run_id: int | None = None
     path: str | None = None
+    read_mib: float = math.nan  # expert reads per token, MiB
+    cost: QualityCost | None = None  # a scored run's quality figures
 
 
 _unmeasured = as_measured
@@ -48,7 +52,10 @@ def entry_from_run(run: Run) -> RunEntry:
         model=str(run.model.get("name") or Path(str(run.model.get("path", ""))).name),
         n_tokens=run.n_token_rows,
         tok_s=_unmeasured(summary.tokens_per_second) if summary else math.nan,
-        ttft_s=_unmeasured(s.get("ttft_seconds")), settings=dict(run.settings), run_id=run.id)
+        ttft_s=_unmeasured(s.get("ttft_seconds")), settings=dict(run.settings), run_id=run.id,
+        read_mib=_unmeasured(summary.moe_read_mib / summary.n_generated)
+        if summary and summary.n_generated > 0 and summary.moe_read_mib >= 0 else math.nan,
+        cost=QualityCost.from_record(run.quality))
 
 
 def entry_from_csv(path: str | Path, mf: MetricsFile) -> RunEntry:
@@ -58,7 +65,8 @@ def entry_from_csv(path: str | Path, mf: MetricsFile) -> RunEntry:
     return RunEntry(
         key=f"csv:{p.resolve()}", label=p.stem, kind="imported", created_at=p.stat().st_mtime,
         model=model, n_tokens=len(mf.rows), tok_s=figures.estimate(_RATE),
-        ttft_s=figures.estimate(_TTFT), settings=dict(mf.settings), path=str(p.resolve()))
+        ttft_s=figures.estimate(_TTFT), settings=dict(mf.settings), path=str(p.resolve()),
+        read_mib=figures.estimate(_READ))
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,8 @@ class LoadedRun:
     label: str
     metrics: MetricsFile
     source: str = ""  # the file, or "" for a stored run
+    quality: dict[str, Any] = field(default_factory=dict)  # a scored run's (Run.quality)
 
     def figures(self, trim: int = 0) -> RunFigures:
-        return RunFigures.from_metrics(self.metrics, trim, source=self.source, label=self.label)
+        return RunFigures.from_metrics(self.metrics, trim, source=self.source, label=self.label,
+                                       quality=self.quality)
