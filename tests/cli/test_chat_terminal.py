@@ -135,3 +135,37 @@ def test_only_a_bare_slash_word_is_a_command():
     assert command_of("/usr/bin is where?") is None  # a message that starts with a slash
     assert command_of("hello /help") is None
     assert all(name in help_text() for name in COMMANDS)
+
+
+@pytest.mark.slow
+def test_keys_typed_during_an_answer_wait_for_the_next_prompt(chat_model_path, tmp_path,
+                                                              monkeypatch):
+    """Issue 39: typing while the answer streamed echoed the keys into the middle of it. Now
+    the answer reads as the model wrote it, and the keys (Backspace applied) start the next
+    prompt's line, where Enter sends them."""
+    monkeypatch.setenv("WORKBENCH_DATA_DIR", str(tmp_path / "data"))
+    term = Terminal(["chat", "-m", str(chat_model_path), "-n", "96", "-t", "2",
+                     "--temp", "0", "--repeat-penalty", "1.0"])
+    try:
+        term.read_until("ready (")
+        term.read_until("> ")
+        mark = term.type("Write a long poem about the sea.\r")
+        term.read_until("the sea.\r\n", mark)
+        answer_at = len(term.seen)
+        # The first words of the answer, then keys while it streams.
+        while len(term.seen) < answer_at + 8:
+            ready = select.select([term.fd], [], [], 0.5)[0]
+            if ready:
+                term.seen += os.read(term.fd, 4096).decode("utf-8", "replace")
+        term.type("/helx\x7fp")
+        shown = term.read_until("generation:", answer_at)
+        answer = shown[answer_at:shown.index("generation:", answer_at)]
+        assert "/hel" not in answer, answer  # not echoed into the answer
+        assert "generation:" not in shown[:answer_at]
+        term.read_until("> /help", answer_at)  # the held keys start the next line
+        mark = term.type("\r")
+        term.read_until(help_text().splitlines()[-1], mark)  # Enter sent "/help": the list
+        mark = term.type("\x04")
+        assert term.wait() == 0, term.seen
+    finally:
+        term.close()

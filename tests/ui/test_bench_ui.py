@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from workbench.config import Config
 from workbench.ui.bench_ui import bench_script, report
 
@@ -31,3 +33,11 @@ def test_a_short_real_run_reports_both_figures(qtbot, run, make_window, model_co
     assert " probes " in lag and "p99 -1" not in lag
     assert "window/headless over paired repeats" in rates
     assert window.telemetry.repaints > 0  # the plots were live during the window's runs
+
+
+def test_the_refresh_interval_counts_from_the_answer_s_start_and_keeps_to_it():
+    from workbench.ui.bench_ui import refresh_intervals
+
+    frames = [0.5, 10.1, 10.3, 10.4, 11.0, 20.0]
+    assert refresh_intervals(frames, 10.0, 11.0) == pytest.approx([0.1, 0.2, 0.1, 0.6])
+    assert refresh_intervals(frames, 12.0, 13.0) == []  # no frame: nothing measured

@@ -85,14 +85,23 @@ def _last(window, role):
 
 
 def test_a_keyboard_only_walk(qtbot, make_window, model_config):
-    """Focus at start, send, stop, help: no mouse, every key through the window. (Continue,
-    regenerate, edit, new chat and switching by key are bound (Help lists them) but this walk
-    does not reach them yet: under the offscreen platform the continue shortcut did not fire.)"""
+    """Every chat action with no mouse, every key through the window: focus at start, send,
+    stop, continue, regenerate, edit, new chat, switching conversations, help. Each step
+    checks what it did."""
     window = make_window(model_config.replace(n_predict=200))
     window.windowHandle().requestActivate()  # shortcuts need the active window
     qtbot.waitActive(window)
     qtbot.waitUntil(lambda: _focused(window) is window.composer.prompt, timeout=WAIT)
     chat = window.chat
+
+    def streaming(tokens: int = 4) -> None:
+        """An answer runs and has streamed a few tokens (then Esc has something to cut)."""
+        x0 = window.telemetry.next_x
+        qtbot.waitUntil(lambda: chat.generating and window.telemetry.next_x >= x0 + tokens,
+                        timeout=WAIT)
+
+    def answered(before: int) -> None:
+        qtbot.waitUntil(lambda: chat.turns_done > before and not chat.generating, timeout=WAIT)
 
     # Send with Enter, stop with Esc while it streams.
     done = chat.turns_done
@@ -100,9 +109,72 @@ def test_a_keyboard_only_walk(qtbot, make_window, model_config):
     press(qtbot, window, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: chat.generating and window.telemetry.next_x >= 8, timeout=WAIT)
     press(qtbot, window, Qt.Key.Key_Escape)
-    qtbot.waitUntil(lambda: chat.turns_done > done and not chat.generating, timeout=WAIT)
+    answered(done)
     answer = _last(window, "assistant")
     assert answer.shown.status == "stopped" and can_continue(answer.shown)
+    first_id, first_text = answer.shown.id, answer.shown.content
+
+    # Continue the stopped answer: the same answer grows.
+    done = chat.turns_done
+    press(qtbot, window, Qt.Key.Key_R, CTRL | SHIFT)
+    streaming()
+    press(qtbot, window, Qt.Key.Key_Escape)
+    answered(done)
+    grown = _last(window, "assistant").shown
+    assert grown.id == first_id and len(grown.content) > len(first_text)
+    assert grown.content.startswith(first_text.rstrip()[:20])
+
+    # Regenerate: a new version of the last answer.
+    done = chat.turns_done
+    press(qtbot, window, Qt.Key.Key_R, CTRL)
+    streaming()
+    press(qtbot, window, Qt.Key.Key_Escape)
+    answered(done)
+    assert _last(window, "assistant").shown.versions == 2
+
+    # Edit the last question: Ctrl+E opens the editor with the focus, Enter sends it again.
+    done = chat.turns_done
+    press(qtbot, window, Qt.Key.Key_E, CTRL)
+    question = _last(window, "user")
+    qtbot.waitUntil(lambda: question.editor is not None and question.editor.hasFocus(),
+                    timeout=WAIT)
+    question.editor.selectAll()
+    type_text(qtbot, window, "Name one colour.")
+    press(qtbot, window, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: chat.generating or chat.turns_done > done, timeout=WAIT)
+    press(qtbot, window, Qt.Key.Key_Escape)
+    answered(done)
+    qtbot.waitUntil(lambda: _last(window, "user").shown.content == "Name one colour.",
+                    timeout=WAIT)
+    qtbot.waitUntil(lambda: _focused(window) is window.composer.prompt, timeout=WAIT)
+
+    # New chat: an empty conversation, and the message box takes the keys.
+    first_chat = chat.conversation_id
+    press(qtbot, window, Qt.Key.Key_N, CTRL)
+    qtbot.waitUntil(lambda: not window.chat_view.messages
+                    and _focused(window) is window.composer.prompt, timeout=WAIT)
+    done = chat.turns_done
+    type_text(qtbot, window, "Hi")
+    press(qtbot, window, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: chat.generating or chat.turns_done > done, timeout=WAIT)
+    press(qtbot, window, Qt.Key.Key_Escape)
+    answered(done)
+    second_chat = chat.conversation_id
+    assert second_chat is not None and second_chat != first_chat
+
+    # Switch conversations: Ctrl+PgDown and Ctrl+PgUp walk the list, one step each.
+    qtbot.waitUntil(lambda: {first_chat, second_chat} <= set(window.conversation_list.ids()),
+                    timeout=WAIT)
+    ids = window.conversation_list.ids()
+    step = 1 if ids.index(first_chat) > ids.index(second_chat) else -1
+    key = Qt.Key.Key_PageDown if step > 0 else Qt.Key.Key_PageUp
+    back = Qt.Key.Key_PageUp if step > 0 else Qt.Key.Key_PageDown
+    press(qtbot, window, key, CTRL)
+    qtbot.waitUntil(lambda: chat.conversation_id == first_chat, timeout=WAIT)
+    qtbot.waitUntil(lambda: _last(window, "user").shown.content == "Name one colour.",
+                    timeout=WAIT)
+    press(qtbot, window, back, CTRL)
+    qtbot.waitUntil(lambda: chat.conversation_id == second_chat, timeout=WAIT)
 
     # Help lists the keys, every one the menus bind among them.
     from PySide6.QtGui import QKeySequence

@@ -91,3 +91,43 @@ def test_the_picker_chooses_a_draft_model_for_speculation(qtbot, make_window, da
     assert (cleared.spec, cleared.spec_draft_model) == ("off", "")
     ngram = with_draft_model(window.config.replace(spec="ngram"), "")
     assert ngram.spec == "ngram"
+
+
+def test_a_model_is_listed_once_and_a_long_name_is_shown_whole_on_hover(
+        qtbot, aloop, tmp_path, chat_model_path, embedded_model_path):
+    """Issue 39: the bundled model was listed twice (as itself and as its recent file) and long
+    names were cut at the end. The same file (by any path: the bundled entry, its real path, a
+    link to it) is one entry; a long name is elided in the middle and whole in its tooltip."""
+    import json
+
+    from PySide6.QtCore import Qt
+
+    from workbench.config import Config
+
+    link = tmp_path / "linked.gguf"
+    link.symlink_to(chat_model_path)
+    long_name = tmp_path / ("Qwen3-30B-A3B-Instruct-2507-an-unusually-long-model-file-name-"
+                            "UD-Q4_K_XL.gguf")
+    shutil.copy(embedded_model_path, long_name)
+    recent = tmp_path / "recent_models.json"
+    recent.write_text(json.dumps([str(chat_model_path), str(link), str(embedded_model_path),
+                                  str(long_name)]))
+    picker = QtModelPicker(Config(), recent=recent, sources=[])
+    qtbot.addWidget(picker)
+    qtbot.waitUntil(lambda: picker.scans_done == 1, timeout=WAIT)
+    entries = [picker.list.item(i).data(Qt.ItemDataRole.UserRole)
+               for i in range(picker.list.count())]
+    assert str(chat_model_path) not in entries and str(link) not in entries
+    assert str(embedded_model_path) not in entries  # the bundled base model's file
+    assert entries.count(str(long_name)) == 1
+    smol = [label for label in labels(picker) if "SmolLM2" in label]
+    assert len(smol) == 1, labels(picker)
+    # Selecting the recent path picks the one entry that lists its file.
+    count = picker.list.count()
+    picker.select(str(link))
+    assert picker.list.count() == count
+    assert "SmolLM2" in picker.list.currentItem().text()
+    # A long name: elided in the middle (its quantisation stays in view), whole on hover.
+    assert picker.list.textElideMode() == Qt.TextElideMode.ElideMiddle
+    item = picker.list.item(entries.index(str(long_name)))
+    assert long_name.name in item.toolTip() and str(long_name) in item.toolTip()

@@ -350,7 +350,7 @@ def test_the_runs_page_shows_scored_runs_quality_and_compares_it(qtbot, run, tmp
         assert view.summary.text_at("agree_pct", 2) != "—"
         # The per-position KL lane: brushed, it says what the stretch cost and which text.
         overlay = view.overlay
-        assert overlay.metric.findData("kl") >= 0 and overlay.worst_button.isEnabled()
+        assert overlay.metric_box.findData("kl") >= 0 and overlay.worst_button.isEnabled()
         found = overlay.select_worst()
         assert overlay.metric_key == "kl" and overlay.region is not None
         kl = np.asarray(run_quality_kl(db, run, light))

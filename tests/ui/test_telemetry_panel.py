@@ -232,3 +232,43 @@ def test_reads_are_called_flash_reads_only_with_o_direct(panel) -> None:
     panel.set_o_direct(False)
     assert "Flash" not in panel.plots["read"].titleLabel.text
     assert not any("flash" in name for name in legend("wall"))
+
+
+def test_a_pacer_stretched_to_its_limit_still_leaves_a_frame_due_every_0_2_s(qtbot):
+    """Issue 39: with the engine on every core the pacer stretched the plots to one frame every
+    4 s (they looked stuck). However far it stretches, the next frame is due, and the timer
+    ticks, within 0.2 s (what that gives on a busy machine is `bench ui`'s figure)."""
+    from workbench.ui.telemetry.qt_telemetry_panel import MAX_REPAINT_S, TICK_MS
+    from workbench.ui.ui_pacer import MAX_STRETCH
+
+    pacer = UiPacer(target_share=0.0)
+    pacer.stretch = MAX_STRETCH  # as an answer on every core leaves it
+    panel = QtTelemetryPanel(pacer=pacer)
+    panel._repaint_timer.stop()
+    qtbot.addWidget(panel)
+    panel.resize(620, 900)
+    panel.show()
+    qtbot.waitExposed(panel)
+    assert pacer.interval(TICK_MS / 1000, MAX_REPAINT_S) <= 0.2
+    for i in range(40):
+        panel.append(row(i))
+    for _ in range(12):  # a whole frame, spread over its ticks, and the idle tick after it
+        panel._tick()
+    assert panel.frame_times  # a frame was drawn
+    assert panel._repaint_timer.interval() <= 200
+
+
+def test_an_empty_plot_shows_its_reason_without_a_legend_over_it(panel):
+    """Issue 39 (screenshots): "not measured" was drawn under the legend of curves that had no
+    data. An empty plot hides its legend; one with data shows it."""
+    for i in range(20):
+        panel.append({k: v for k, v in row(i).items() if k not in ("read_bytes", "cache_hit_pct")})
+    panel.repaint()
+    empty = [k for k, label in panel._empty_labels.items() if label.isVisible()]
+    full = [k for k in panel.plots if k not in empty]
+    assert empty and full
+    for key in empty:
+        legend = panel.plots[key].legend
+        assert legend is None or not legend.isVisible(), key
+    assert any(panel.plots[k].legend is not None and panel.plots[k].legend.isVisible()
+               for k in full)

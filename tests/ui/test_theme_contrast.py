@@ -199,3 +199,66 @@ def test_errors_and_warnings_read_on_either_theme_and_follow_a_switch(
     QApplication.processEvents()
     assert (matrix.log.palette().color(matrix.log.foregroundRole())
             == QGuiApplication.palette().color(QPalette.ColorRole.WindowText))
+
+
+def link_colour(view: Any) -> QColor:
+    """The colour the chat paints its first link in."""
+    block = view.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.charFormat().isAnchor():
+                return fragment.charFormat().foreground().color()
+            it += 1
+        block = block.next()
+    raise AssertionError(f"no link in {view.document().toPlainText()!r}")
+
+
+def dominant(image: Any) -> QColor:
+    """The colour most pixels of a screenshot have: what the widget is painted on."""
+    from collections import Counter
+
+    counts = Counter(image.pixel(x, y) for x in range(0, image.width(), 3)
+                     for y in range(0, image.height(), 3))
+    return QColor.fromRgb(counts.most_common(1)[0][0])
+
+
+@pytest.mark.parametrize("built_under", ["light", "dark"])
+def test_links_gauge_and_compare_plot_follow_the_theme(qtbot, restore_theme, built_under):
+    """Issue 39: after a switch to dark, links in the chat stayed dark blue on dark grey and the
+    compare plot stayed white (also when built under dark, as after a restart). Screenshots of
+    each, in both themes and across a switch, read: text against what it is painted on."""
+    from workbench.ui.chat.qt_context_gauge import QtContextGauge
+    from workbench.ui.runs.qt_overlay_plot import QtOverlayPlot
+
+    apply_theme(built_under)
+    message = QtMessageWidget(ShownMessage(
+        id=1, role="assistant", content="See [the guide](https://example.com/guide) first."))
+    gauge, plot = QtContextGauge(), QtOverlayPlot()
+    for widget, size in ((message, (420, 80)), (gauge, (240, 24)), (plot, (420, 260))):
+        qtbot.addWidget(widget)
+        widget.resize(*size)
+        widget.show()
+    gauge.set_usage(100, 512)
+    other = "dark" if built_under == "light" else "light"
+    for theme in (built_under, other, built_under):
+        apply_theme(theme)
+        QApplication.processEvents()
+        dark = theme == "dark"
+        # A link against the message's own background, as painted.
+        behind = dominant(message.grab().toImage())
+        assert (behind.lightness() < 128) == dark, (theme, behind.name())
+        from workbench.ui.chat.qt_text_view import QtTextView
+
+        link = link_colour(message.body.findChildren(QtTextView)[0])
+        assert contrast(link, behind) >= TONE_CONTRAST, (theme, link.name(), behind.name())
+        # The gauge: its groove is the theme's, its text reads on it.
+        groove = gauge.grab().toImage().pixelColor(gauge.width() - 4, gauge.height() // 2)
+        assert (groove.lightness() < 128) == dark, (theme, groove.name())
+        assert contrast(gauge.palette().color(QPalette.ColorRole.Text), groove) >= TONE_CONTRAST
+        # The compare plot: painted on the theme's plot background; its title and axes read.
+        canvas = dominant(plot.plot.grab().toImage())
+        assert (canvas.lightness() < 128) == dark, (theme, canvas.name())
+        axis = plot.plot.getPlotItem().getAxis("left").textPen().color()
+        assert contrast(axis, canvas) >= TONE_CONTRAST, (theme, axis.name(), canvas.name())

@@ -228,3 +228,23 @@ def test_the_initial_size_fits_the_screen(qtbot, make_window):
     assert window.width() <= max(screen.width(), hint.width())
     assert window.height() <= max(screen.height(), hint.height())
 
+
+
+def test_at_1024x700_the_chat_keeps_a_readable_width(qtbot, make_window):
+    """Issue 39: at 1024x700 the chat column was about 250 px wide beside the telemetry dock.
+    The dock in front gives way, then the conversation list (folded if need be); the
+    telemetry still shows, and a wide window brings the list back."""
+    from workbench.ui.qt_main_window import CHAT_READABLE_WIDTH
+
+    window = make_window(load=False)
+    window.resize(1440, 900)
+    settle()
+    wide_dock = window.telemetry_dock.width()
+    window.resize(1024, 700)
+    qtbot.waitUntil(lambda: window.chat_column.width() >= CHAT_READABLE_WIDTH, timeout=5_000)
+    assert window.size() == QSize(1024, 700)
+    assert window.telemetry_dock.isVisible() and 0 < window.telemetry_dock.width() <= wide_dock
+    assert out_of_reach(window) == []
+    window.resize(1440, 900)
+    qtbot.waitUntil(lambda: window.conversation_list.width() >= 150, timeout=5_000)
+    assert window.chat_column.width() >= CHAT_READABLE_WIDTH

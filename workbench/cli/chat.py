@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
+from workbench.cli.held_keys import keys_held
 from workbench.config import Config
 from workbench.config_cli import add_arguments, config_from_args
 from workbench.engine import wait_policy
@@ -278,15 +279,18 @@ def _interactive(engine: EngineThread, session, progress: bool,
     _interrupts_raise()
     new_chat = False
     history: tuple[dict[str, str], ...] = ()  # the conversation so far: each turn returns it
+    typed = ""  # keys typed during the last answer: the start of the next line
     while True:
         try:
-            text = input("> ")
+            text = typed + input("> " + typed)
         except EOFError:
             print(file=sys.stderr)
             return 0
         except KeyboardInterrupt:  # at the prompt: drop the line and ask again, as a shell does
             print(file=sys.stderr)
+            typed = ""
             continue
+        typed = ""
         command = command_of(text)
         if command == "/quit":
             return 0
@@ -300,8 +304,11 @@ def _interactive(engine: EngineThread, session, progress: bool,
         if command == "":
             print(f"unknown command {text.strip()}; /help lists the commands", file=sys.stderr)
             continue
-        result = _turn(engine, session,
-                       GenerateRequest(text=text, history=history, new_chat=new_chat), progress)
+        with keys_held() as held:  # keys typed meanwhile wait for the next prompt
+            result = _turn(engine, session,
+                           GenerateRequest(text=text, history=history, new_chat=new_chat),
+                           progress)
+        typed = held.text
         history = result.history
         after_turn()
         new_chat = False

@@ -29,6 +29,7 @@ from PySide6.QtGui import (
     QGuiApplication,
     QKeyEvent,
     QKeySequence,
+    QResizeEvent,
     QShortcut,
 )
 from PySide6.QtWidgets import (
@@ -81,6 +82,11 @@ from workbench.ui.window_memory import THEMES, WindowMemory, startup_config
 log = logging.getLogger("workbench.ui")
 SHUTDOWN_GRACE_S = 10.0
 CHAT_MIN_WIDTH = 300  # px: a message line still holds a few words
+# px: the chat column a resize keeps where it can; the docks on the right and the conversation
+# list give way for it (issue 39: at 1024x700 the chat was 250 px wide beside the telemetry).
+CHAT_READABLE_WIDTH = 480
+LIST_NARROWEST = 160  # px: the conversation list still shows the start of a title
+LIST_UNFOLDED = 200  # px: the list's width when a wider window brings it back
 DEFAULT_SIZE = QSize(1440, 900)  # on a smaller screen: the screen's free area (_initial_size)
 _DOCK_FEATURES = (QDockWidget.DockWidgetFeature.DockWidgetMovable
                   | QDockWidget.DockWidgetFeature.DockWidgetFloatable
@@ -138,7 +144,14 @@ class QtMainWindow(QMainWindow):
         column.addWidget(self.store_banner)
         column.addWidget(self.notice)
         column.addWidget(self.composer)
+        self.chat_column = centre
+        self._list_folded = False  # folded away by make_room_for_chat, not by the user
+        self._room_timer = QTimer(self)
+        self._room_timer.setSingleShot(True)
+        self._room_timer.setInterval(0)
+        self._room_timer.timeout.connect(self.make_room_for_chat)
         splitter = QSplitter()
+        self.splitter = splitter
         splitter.addWidget(self.conversation_list)
         splitter.addWidget(centre)
         splitter.setStretchFactor(1, 1)
@@ -493,6 +506,41 @@ class QtMainWindow(QMainWindow):
             self.chat.stop()
             return
         super().keyPressEvent(event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._room_timer.start()  # once the layout has placed the chat at the new size
+
+    def make_room_for_chat(self) -> None:
+        """Narrow the dock in front on the right, then the conversation list, until the chat
+        column is CHAT_READABLE_WIDTH wide; where the list would have to be narrower than
+        LIST_NARROWEST it folds away (as chat apps fold their sidebar; the splitter's handle
+        and Ctrl+PgUp/PgDown still reach it), and it comes back when the window is wide
+        again. A wide window keeps the widths the user chose."""
+        short = CHAT_READABLE_WIDTH - self.chat_column.width()
+        sizes = self.splitter.sizes()
+        if short < 0 and self._list_folded and len(sizes) == 2:
+            if -short >= LIST_UNFOLDED:
+                self.splitter.setSizes([LIST_UNFOLDED, sizes[1] - LIST_UNFOLDED])
+                self._list_folded = False
+            return
+        if short <= 0:
+            return
+        right = Qt.DockWidgetArea.RightDockWidgetArea
+        docks = [d for d in self.findChildren(QDockWidget) if d.isVisible()
+                 and not d.isFloating() and self.dockWidgetArea(d) == right
+                 and not d.visibleRegion().isEmpty()]
+        if docks:
+            dock = max(docks, key=lambda d: d.width())
+            width = max(dock.minimumSizeHint().width(), dock.width() - short)
+            if width < dock.width():
+                self.resizeDocks([dock], [width], Qt.Orientation.Horizontal)
+                short -= dock.width() - width
+        if short <= 0 or len(sizes) != 2 or sizes[0] == 0:
+            return
+        give = sizes[0] if sizes[0] - short < LIST_NARROWEST else short
+        self.splitter.setSizes([sizes[0] - give, sizes[1] + give])
+        self._list_folded = sizes[0] == give
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.remembered.take()

@@ -18,13 +18,33 @@ TITLE_CHARS = 60  # as the placeholder title (the first message, cut)
 _QUOTED_CHARS = 400  # of the question and the answer shown to the model: enough for a topic
 
 _PREFIX = re.compile(r"^\s*(title|subject|topic)\s*[:\-]\s*", re.IGNORECASE)
+# A reply that reads like an answer, not like a title (issue 39: "The answer to this question
+# is Paris"): it opens as answers do, or it is a sentence (a finite "to be" or a first person).
+_ANSWER_OPENINGS = re.compile(
+    r"^(the answer|answer\b|yes\b|no\b|sure\b|certainly|of course|here\b|here's|there are"
+    r"|it is|it's|this is|that is|i\b|i'm|as an ai|hello|hi\b|ok\b|okay)", re.IGNORECASE)
+_SENTENCE_VERBS = re.compile(r"\b(is|are|was|were|am|i|i'm|you're|can't|cannot)\b",
+                             re.IGNORECASE)
+# What a question opens with that a title leaves out: "What is the capital of France?" is titled
+# "Capital of France".
+_ASKING = re.compile(
+    r"^((please|hey|hi|hello|so|ok|okay)[,!]?\s+)*"
+    r"((can|could|would|will) you( please)?\s+|please\s+|i (want|need|would like) (you )?to\s+"
+    r"|(what|who|which|where|when|why|how)('s| is| are| was| were| do| does| did| can| could"
+    r"| should| would)?\s+|(is|are|do|does|did|can|could|should) (there|it|i|we|you)?\s*"
+    r"|(i|we|you)\s+|tell me( about)?\s+|explain\s+|describe\s+|give me\s+|write( me)?\s+"
+    r"|list\s+)*"
+    r"((the|a|an|some)\s+)?", re.IGNORECASE)
+TITLE_WORDS = 6
 _EDGES = "\"'`*#_“”‘’«» \t"
 
 
 def title_prompt(question: str, answer: str) -> str:
     """The user message of the title turn."""
-    return ("Write a short title, of at most six words, for a conversation that starts like "
-            "this. Reply with the title only.\n\n"
+    return ("Write a short title, of at most six words, naming what the user asks about in "
+            "the conversation below. Do not answer the question: name its topic, as a "
+            "heading does (for example \"Capital of France\"). Reply with the title "
+            "only.\n\n"
             f"User: {question.strip()[:_QUOTED_CHARS]}\n"
             f"Assistant: {answer.strip()[:_QUOTED_CHARS]}")
 
@@ -40,6 +60,33 @@ def clean_title(reply: str) -> str:
         cut = line[:TITLE_CHARS].rsplit(" ", 1)[0]
         line = (cut or line[:TITLE_CHARS]).rstrip(",;:-") + "…"
     return line if any(c.isalnum() for c in line) else ""
+
+
+def reads_like_an_answer(title: str) -> bool:
+    """A title that is a sentence or opens as answers do ("The answer is Paris", "Yes, it
+    is"), rather than naming a topic."""
+    return bool(_ANSWER_OPENINGS.match(title) or _SENTENCE_VERBS.search(title))
+
+
+def question_title(question: str) -> str:
+    """A title from the question's own words: its first line and sentence, without what asking
+    adds ("What is the", "Can you", the question mark), at most TITLE_WORDS words."""
+    line = next((ln for ln in question.splitlines() if ln.strip()), "")
+    sentence = re.split(r"(?<=[.?!])\s", line.strip(), maxsplit=1)[0]
+    words = _ASKING.sub("", sentence).strip(_EDGES + "?.!,;:").split()
+    if not words:
+        words = sentence.strip(_EDGES + "?.!,;:").split()
+    title = " ".join(words[:TITLE_WORDS])
+    return clean_title(title[:1].upper() + title[1:])
+
+
+def title_for(reply: str, question: str) -> str:
+    """The conversation's title: the model's, unless it reads like an answer; then the
+    question's own words. "" when neither gives one (the placeholder stays)."""
+    title = clean_title(reply)
+    if title and not reads_like_an_answer(title):
+        return title
+    return question_title(question)
 
 
 def placeholder_title(first_message: str) -> str:

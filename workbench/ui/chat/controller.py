@@ -636,7 +636,7 @@ class ChatController:
             if result is None or result.stopped or not result.ok:
                 self.titles_cancelled += result is not None and result.stopped
                 return
-            title = auto_title.clean_title(result.text)
+            title = auto_title.title_for(result.text, question)
             placeholder = auto_title.placeholder_title(question)
 
             def rename(store: Any) -> bool:

