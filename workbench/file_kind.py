@@ -70,6 +70,15 @@ class TextFileError(ValueError):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason, self.detail = reason, detail
 
+    def sentence(self, subject: str) -> str:
+        """What is wrong, about `subject` ("the chat template t.jinja"); the caller adds the fix."""
+        return {
+            "kind": f"{subject} is {self.detail}, not a text file",
+            "unreadable": f"cannot read {subject}: {self.detail}",
+            "encoding": f"{subject} is not UTF-8 text ({self.detail})",
+            "empty": f"{subject} is empty",
+        }[self.reason]
+
 
 def read_utf8_text(path: str | Path) -> str:
     """A user's text file (a chat template, a reference text): refused before it is opened when

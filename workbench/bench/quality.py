@@ -51,12 +51,10 @@ def read_text(path: Path) -> str:
     try:
         return read_utf8_text(path)
     except TextFileError as exc:
-        raise QualityError({
-            "kind": f"{path} is {exc.detail}, not a text file: give a UTF-8 text file",
-            "unreadable": f"cannot read {path}: {exc.detail}",
-            "encoding": f"{path} is not UTF-8 text ({exc.detail}): save it as UTF-8",
-            "empty": f"{path} is empty: there is nothing to score",
-        }[exc.reason]) from exc
+        hint = {"kind": "give a UTF-8 text file", "encoding": "save it as UTF-8",
+                "empty": "there is nothing to score"}.get(exc.reason)
+        message = exc.sentence(str(path))
+        raise QualityError(f"{message}: {hint}" if hint else message) from exc
 
 
 def reference_config(setting: Config, *, streamed: bool = False) -> Config:

@@ -244,9 +244,4 @@ def read_template_file(path: Path) -> str:
     except TextFileError as exc:
         # An empty one too: silently using another template would make the model behave
         # unlike what was chosen.
-        raise SessionError({
-            "kind": f"the chat template {path} is {exc.detail}, not a file. {fix}",
-            "unreadable": f"cannot read the chat template {path}: {exc.detail}. {fix}",
-            "encoding": f"the chat template {path} is not UTF-8 text ({exc.detail}). {fix}",
-            "empty": f"the chat template {path} is empty. {fix}",
-        }[exc.reason]) from exc
+        raise SessionError(f"{exc.sentence(f'the chat template {path}')}. {fix}") from exc
