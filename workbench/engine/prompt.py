@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from workbench.backend import llama, mtmd
 from workbench.engine.chat.reasoning import (
@@ -24,9 +23,6 @@ from workbench.engine.images import (
 from workbench.engine.tools.calls import ToolCalling
 from workbench.engine.tools.formats import detect_tool_format
 from workbench.engine.tools.messages import tool_messages
-
-if TYPE_CHECKING:  # requests imports this module
-    from workbench.engine.requests import GenerateRequest
 
 Message = dict[str, str]
 MAX_DECODED = 64  # decoded images kept between turns (each is width × height × 3 bytes)
@@ -100,14 +96,6 @@ class PromptBuilder:
         for bitmap in self._bitmaps.values():
             bitmap.close()
         self._bitmaps.clear()
-
-    def for_request(self, request: GenerateRequest, system_prompt: str, *, think: bool,
-                    table: dict[str, ImageInput]) -> Prompt:
-        """`build` from what a request carries (its history, text, images, tools, last message,
-        raw flag): one place for a turn and its forecast to read a request the same way."""
-        return self.build(list(request.history), request.text, think=think,
-                          system_prompt=system_prompt, images=request.images, table=table,
-                          raw=request.raw, tools=request.tools, message=request.message)
 
     def build(self, history: list[Message], text: str, *, think: bool,
               system_prompt: str, images: tuple[ImageInput, ...] = (),

@@ -11,7 +11,7 @@ from workbench.config import Config
 from workbench.engine.constrain import Decoding
 from workbench.engine.images import ImageInput
 from workbench.engine.metrics import RunSummary, TokenMetrics
-from workbench.engine.prompt import Message
+from workbench.engine.prompt import Message, Prompt, PromptBuilder
 from workbench.engine.token_choice import TokenChoice
 from workbench.engine.tools.calls import ToolCall, ToolCalling
 from workbench.engine.turn_settings import TurnSettings
@@ -108,6 +108,14 @@ class GenerateRequest:
         thinking on: its continuation must too (off, some templates close the span in the
         prompt, before the reasoning goes on)."""
         return settings.think or bool(self.continue_reasoning)
+
+    def prompt(self, prompts: PromptBuilder, settings: TurnSettings,
+               table: dict[str, ImageInput]) -> Prompt:
+        """Its prompt, as its turn and its forecast both read it (history, text, images, tools,
+        last message, raw flag); `table` holds every image the history refers to."""
+        return prompts.build(list(self.history), self.text, think=self.thinks(settings),
+                             system_prompt=settings.system_prompt, images=self.images,
+                             table=table, raw=self.raw, tools=self.tools, message=self.message)
 
 
 @dataclass(frozen=True, slots=True)

@@ -304,9 +304,7 @@ class Session:
             for image in request.images:
                 check_image(image)
             self._images.update((image.sha256, image) for image in request.history_images)
-            prompt = self._p.prompts.for_request(request, settings.system_prompt,
-                                                 think=request.thinks(settings),
-                                                 table=self._images)
+            prompt = request.prompt(self._p.prompts, settings, self._images)
             self._p.prompts.extend(prompt, request.continue_from, request.continue_reasoning)
         except ImageInputError as exc:
             return rejected(f"{exc}. The message was not sent; nothing was lost.")
@@ -421,9 +419,8 @@ class Session:
         assert self._p.prompts is not None and self._held is not None
         settings = request.turn_settings(TurnSettings.of(self.config))
         try:
-            prompt = self._p.prompts.for_request(
-                request, settings.system_prompt, think=request.thinks(settings),
-                table={**self._images, **{i.sha256: i for i in request.history_images}})
+            table = {**self._images, **{i.sha256: i for i in request.history_images}}
+            prompt = request.prompt(self._p.prompts, settings, table)
         except ImageInputError:
             return Forecast(0, 0, UNMEASURED)
         prompt.close()
