@@ -15,6 +15,7 @@ thread that opened it, and any other thread that calls into it gets a `WrongThre
 from __future__ import annotations
 
 import queue
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -80,6 +81,13 @@ class EngineThread:
         return self._thread.name
 
     def _run(self) -> None:
+        # Ctrl-C is the main thread's: a SIGINT the kernel hands to this thread (or to the
+        # compute and I/O threads llama.cpp and the streamer start from it, which inherit the
+        # mask) only sets Python's flag, without waking the main thread's read at the prompt
+        # (the suspected cause of a terminal chat that once sat on "^C" under load). Blocked
+        # here, the signal always goes to the main thread.
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         if self._on_start is not None:
             self._on_start()
         try:
