@@ -20,8 +20,13 @@ def test_without_the_setting_the_bench_says_so_and_measures_nothing(tiny_moe_pat
 def test_identical_arms_agree_token_for_token_and_byte_for_byte(tiny_moe_path, monkeypatch):
     monkeypatch.setattr(drop, "has_drop_setting", lambda: True)
     real = drop._config
-    monkeypatch.setattr(drop, "_config", lambda model, threads, n, floor, _frac:
-                        real(model, threads, n, floor, 0.0))
+    caches: list[int | None] = []
+
+    def undropped(model, threads, n, floor, _frac, cache_mb=None):
+        caches.append(cache_mb)
+        return real(model, threads, n, floor, 0.0, cache_mb)
+
+    monkeypatch.setattr(drop, "_config", undropped)
     logged: list[str] = []
     report = drop.drop_bench(tiny_moe_path, frac=0.75, leave_mib=0, floor_mb=0, repeats=2,
                              n_tokens=12, threads=2, balloon=False, log=logged.append)
@@ -37,6 +42,13 @@ def test_identical_arms_agree_token_for_token_and_byte_for_byte(tiny_moe_path, m
     # The route records carry the router's weights: the replay predicts, and with identical
     # (undropped) arms it predicts nothing avoided.
     assert "no router weights" not in lines[4] and "replay_predicted_pct=0.0" in lines[4]
+    # The first open sizes the cache automatically; every later one holds that size, so the
+    # two arms of a pair compare the same cache (sized per open, it followed the memory
+    # available at each moment).
+    first = report.runs["off"][0].budget_bytes // drop.MIB
+    assert caches == [None, first, first, first]
+    assert all(r.budget_bytes == report.runs["off"][0].budget_bytes
+               for runs in report.runs.values() for r in runs)
 
 
 def test_agreement_counts_positions_and_the_common_prefix():

@@ -113,8 +113,9 @@ class DropReport:
             f"drop greedy agreement same_token_pct={same:.1f} common_prefix_min={prefix} of "
             f"{min(len(r.tokens) for r in off)} tokens",
             f"drop reads avoided measured_pct={measured:.1f} replay_predicted_pct={pred}",
-            f"drop setup balloon_mib={self.balloon_mib:.0f} auto_cache_mib="
-            f"{np.mean([r.budget_bytes for r in off]) / MIB:.0f} repeats={len(off)}",
+            f"drop setup balloon_mib={self.balloon_mib:.0f} cache_mib="
+            f"{np.mean([r.budget_bytes for r in off]) / MIB:.0f} (sized automatically at the "
+            f"first open, then held) repeats={len(off)}",
         ]
 
 
@@ -145,11 +146,15 @@ def _rate(runs: list[DropRun]) -> float:
     return sum(len(r.wall_ms) for r in runs) / sum(r.seconds for r in runs)
 
 
-def _config(model: Path, threads: int, n_tokens: int, floor_mb: int, frac: float) -> Config:
+def _config(model: Path, threads: int, n_tokens: int, floor_mb: int, frac: float,
+            cache_mb: int | None = None) -> Config:
+    """`cache_mb` None: the automatic cache (the first open); otherwise that cache, fixed."""
     changes: dict[str, object] = {DROP_SETTING: frac} if frac > 0 else {}
+    cache: dict[str, object] = ({"cache_auto": True} if cache_mb is None else
+                                {"cache_auto": False, "cache_mb": cache_mb})
     return Config(model=str(model), chat_template=False, n_ctx=max(512, n_tokens + 128),
-                  n_threads=threads, n_predict=n_tokens, moe_stream=True, cache_auto=True,
-                  cache_floor_mb=floor_mb, **changes)
+                  n_threads=threads, n_predict=n_tokens, moe_stream=True,
+                  cache_floor_mb=floor_mb, **cache, **changes)
 
 
 def _mass_dropped(summary: object) -> float:
@@ -160,11 +165,11 @@ def _mass_dropped(summary: object) -> float:
 
 
 def run_arm(model: Path, *, frac: float, drop_frac: float, threads: int, n_tokens: int,
-            floor_mb: int) -> DropRun:
+            floor_mb: int, cache_mb: int | None = None) -> DropRun:
     """One cold run of one arm. The off arm (`frac` 0) records its routing and replays it with
     the drop policy at `drop_frac`, at its own budget."""
     rows = []
-    config = _config(model, threads, n_tokens, floor_mb, frac)
+    config = _config(model, threads, n_tokens, floor_mb, frac, cache_mb)
     with Session.open(config, record_routes=frac == 0) as s:
         result = s.generate(GenerateRequest(text=PROMPT, n_predict=n_tokens, new_chat=True),
                             on_token=lambda event: rows.append(event.metrics))
@@ -200,12 +205,21 @@ def drop_bench(model: Path, *, frac: float, leave_mib: int, floor_mb: int, repea
         report.balloon_mib = held.size / MIB if held is not None else 0.0
         log(f"drop: balloon holds {report.balloon_mib:.0f} MiB; about {leave_mib} MiB left "
             "available" if held is not None else "drop: no balloon (plumbing only)")
+        # The first open sizes the cache automatically, under the balloon; every later open
+        # holds that size. Sized at each open, the cache followed the memory available at that
+        # moment (the off arm read 20 to 43 MiB/token across repeats on one run), so the two
+        # arms of a pair compared different caches and the replay's prediction, made at the
+        # off arm's budget, disagreed with the measured reads (43 vs 22 % avoided).
+        pinned_mb: int | None = None
         for i in range(repeats):
             for arm in (("off", "drop") if i % 2 == 0 else ("drop", "off")):
                 drop_page_cache(model)
-                report.runs[arm].append(run_arm(
-                    model, frac=frac if arm == "drop" else 0.0, drop_frac=frac,
-                    threads=threads, n_tokens=n_tokens, floor_mb=floor_mb))
+                run = run_arm(model, frac=frac if arm == "drop" else 0.0, drop_frac=frac,
+                              threads=threads, n_tokens=n_tokens, floor_mb=floor_mb,
+                              cache_mb=pinned_mb)
+                report.runs[arm].append(run)
+                if pinned_mb is None:
+                    pinned_mb = max(1, run.budget_bytes // MIB)
             off, drop = report.runs["off"][-1], report.runs["drop"][-1]
             log(f"drop {i + 1}/{repeats}: off {len(off.tokens) / off.seconds:.3f} tok/s "
                 f"{off.read_bytes / MIB / max(1, len(off.tokens)):.2f} MiB/token, drop "
