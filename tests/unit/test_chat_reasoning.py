@@ -302,3 +302,16 @@ def test_a_continued_reasoning_answer_parses_back_to_what_was_stored(
 def test_reasoning_that_cannot_be_rebuilt_is_refused(fmt: F.ReasoningFormat) -> None:
     with pytest.raises(ContinueError):
         reasoning_continuation(fmt, "Thinking.", "Hi.", opened=False)
+
+
+def test_an_untrimmed_parser_keeps_a_raw_continuation_character_for_character() -> None:
+    # Raw text (no chat template, /v1/completions) continues the prompt: its leading space and
+    # final newline are part of the answer, where a chat answer is shown trimmed.
+    pieces = [" ", "yes", ".", "\n", "\n"]
+    raw = ReasoningParser(detect_reasoning_format(None), trim=False)
+    chat = ReasoningParser(detect_reasoning_format(None))
+    for piece in pieces:
+        raw.feed(piece)
+        chat.feed(piece)
+    assert raw.finish().answer == " yes.\n\n"
+    assert chat.finish().answer == "yes."

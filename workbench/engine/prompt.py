@@ -28,6 +28,11 @@ Message = dict[str, str]
 MAX_DECODED = 64  # decoded images kept between turns (each is width × height × 3 bytes)
 
 
+def _raw_parser() -> ReasoningParser:
+    """Raw text has no reasoning markers, and its continuation is kept character for character."""
+    return ReasoningParser(detect_reasoning_format(None), trim=False)
+
+
 @dataclass(slots=True)
 class ImageSpan:
     """Where one image sits in a prompt's tokens, and the chunk that evaluates it."""
@@ -241,8 +246,6 @@ class PromptBuilder:
                                                      {i.sha256: i for i in images})
             for span in spans:
                 span.start += len(bos)
-            return Prompt(bos + tokens, marked, None,
-                          ReasoningParser(detect_reasoning_format(None)), images=spans,
-                          chunks=chunks)
+            return Prompt(bos + tokens, marked, None, _raw_parser(), images=spans, chunks=chunks)
         tokens = self.model.tokenize(text, add_special=True, parse_special=True)
-        return Prompt(tokens, text, None, ReasoningParser(detect_reasoning_format(None)))
+        return Prompt(tokens, text, None, _raw_parser())

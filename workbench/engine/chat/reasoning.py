@@ -40,17 +40,22 @@ class ReasoningDelta:
 
 
 class _Side:
-    """One side's raw text and its trimmed visible view, grown by appends only."""
+    """One side's raw text and its visible view (trimmed, unless `trim` is off), grown by appends
+    only."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, trim: bool = True) -> None:
         self.raw = ""
         self.visible = ""
         self._held_ws = ""  # whitespace after the last visible character, shown only if followed
+        self._trim = trim
 
     def append(self, text: str) -> None:
         if not text:
             return
         self.raw += text
+        if not self._trim:
+            self.visible += text
+            return
         body = text.rstrip()
         if not body:
             if self.visible:
@@ -121,11 +126,15 @@ def reasoning_continuation(fmt: ReasoningFormat, reasoning: str, answer: str, *,
 
 
 class ReasoningParser:
-    def __init__(self, fmt: ReasoningFormat, *, starts_in_reasoning: bool = False) -> None:
+    def __init__(self, fmt: ReasoningFormat, *, starts_in_reasoning: bool = False,
+                 trim: bool = True) -> None:
+        """`trim` off keeps the answer exactly as generated: a raw-text continuation (no chat
+        template, `/v1/completions`) is the prompt's next characters, whose leading space or
+        final newline is part of the text (" yes." must not come back as "yes.")."""
         self.fmt = fmt
         self._in_reasoning = (starts_in_reasoning or fmt.starts_open) and fmt.handles_reasoning
         self._reasoning = _Side()
-        self._answer = _Side()
+        self._answer = _Side(trim=trim)
         self._pending = ""  # tail that may still become a marker
         self._opened = self._in_reasoning  # a reasoning span has been entered
         self._closed = False  # a reasoning span has been left
