@@ -4,7 +4,8 @@ The parser is a two-state machine (reasoning / answer) driven by literal markers
 still be the beginning of a marker is held back until the next piece decides, so a marker split
 across tokens never shows on either side. Both sides are shown trimmed (leading and trailing
 whitespace held back), which makes ``<think>\\n\\n</think>`` an empty reasoning block rather than
-a blank one. The final split depends only on the concatenated text, never on how it was cut.
+a blank one (a raw-text continuation's answer is kept untrimmed: ``trim=False``). The final
+split depends only on the concatenated text, never on how it was cut.
 """
 
 from __future__ import annotations
