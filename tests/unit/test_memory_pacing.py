@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from workbench.engine.probes import MEMORY_PERIOD_NS, MemoryProbe
+import resource
+import time
+
+from workbench.engine.probes import MEMORY_PERIOD_NS, MemoryProbe, counters
 
 
 def test_memory_is_read_again_only_when_the_last_sample_is_a_period_old() -> None:
@@ -11,12 +14,12 @@ def test_memory_is_read_again_only_when_the_last_sample_is_a_period_old() -> Non
         ms = 1_000_000
         first = probe.sample_due(0)
         assert probe.reads == 1
-        # Tokens every 9 ms (110 tok/s): the 20 ms period reads on every third token.
-        for t in range(9 * ms, 100 * ms, 9 * ms):
+        # Tokens every 9 ms (110 tok/s): the 50 ms period reads on every sixth token.
+        for t in range(9 * ms, 200 * ms, 9 * ms):
             probe.sample_due(t)
-        assert 20 * ms == MEMORY_PERIOD_NS
-        assert probe.reads == 4  # at 0, 27, 54 and 81 ms
-        assert probe.sample_due(99 * ms) is not first  # a later sample, a fresh figure
+        assert 50 * ms == MEMORY_PERIOD_NS
+        assert probe.reads == 4  # at 0, 54, 108 and 162 ms
+        assert probe.sample_due(216 * ms) is not first  # a later sample, a fresh figure
         assert first.rss_mib > 0  # a real /proc read, never the unmeasured sentinel
     finally:
         probe.close()
@@ -30,3 +33,18 @@ def test_a_zero_period_reads_every_token() -> None:
         assert probe.reads == 5
     finally:
         probe.close()
+
+
+def test_counters_read_the_process_cpu_clock_and_the_fault_count() -> None:
+    """counters() takes both from one getrusage: its CPU time is the process CPU clock's
+    (user + system of every thread), to the microsecond, and its faults getrusage's own."""
+    start, clock0 = counters(), time.process_time_ns()
+    spin_until = time.process_time_ns() + 30_000_000
+    while time.process_time_ns() < spin_until:  # 30 ms of CPU on this thread
+        pass
+    end, clock1 = counters(), time.process_time_ns()
+    measured = end.cpu_ns - start.cpu_ns
+    assert measured >= 29_000_000
+    assert abs(measured - (clock1 - clock0)) < 1_000_000  # the same clock, read a moment apart
+    assert end.cpu_ns % 1000 == 0  # microseconds, as getrusage gives them
+    assert end.majflt == resource.getrusage(resource.RUSAGE_SELF).ru_majflt
