@@ -258,6 +258,53 @@ def test_a_pacer_stretched_to_its_limit_still_leaves_a_frame_due_every_0_2_s(qtb
     assert panel._repaint_timer.interval() <= 200
 
 
+def test_the_next_frame_is_due_an_interval_after_this_one_started_not_after_it_ended(qtbot):
+    """Issue 39: a frame spread over its ticks took ~0.1 s, and the timer then waited a whole
+    0.2 s more, so the plots drew every 0.3 s. After a frame's last tick the timer sleeps only
+    the rest of the interval (the clock is the pacer's, driven by hand)."""
+    from workbench.ui.telemetry.qt_telemetry_panel import MAX_REPAINT_S, TICK_MS
+    from workbench.ui.ui_pacer import MAX_STRETCH
+
+    clock = [100.0]
+    pacer = UiPacer(target_share=0.0, wall=lambda: clock[0], cpu=lambda: 0.0)
+    pacer.stretch = MAX_STRETCH  # as an answer on every core leaves it: a 0.2 s interval
+    panel = QtTelemetryPanel(pacer=pacer)
+    panel._repaint_timer.stop()
+    qtbot.addWidget(panel)
+    panel.resize(620, 900)
+    panel.show()
+    qtbot.waitExposed(panel)
+    for frame in range(3):
+        for i in range(10):
+            panel.append(row(frame * 10 + i))
+        frames = len(panel.frame_times)
+        start = clock[0]
+        ticks = 0
+        while len(panel.frame_times) == frames:  # this frame, tick by tick
+            panel._tick()
+            ticks += 1
+            assert ticks <= 8
+            clock[0] += TICK_MS / 1000
+        assert ticks > 1  # spread over ticks: it took time of its own
+        spent = clock[0] - TICK_MS / 1000 - start
+        assert panel._repaint_timer.interval() == round((MAX_REPAINT_S - spent) * 1000)
+        clock[0] = start + MAX_REPAINT_S  # the timer fires when it said it would
+    assert pacer.wait("plots", TICK_MS / 1000, MAX_REPAINT_S) == 0.0  # and a frame is due
+
+
+def test_tokens_reach_the_plots_at_least_twice_per_frame_however_busy_the_cores():
+    """Issue 39: a frame draws only the tokens that have arrived, and at the pacer's limit they
+    came in batches 0.25 s apart: however the plots' timer ran, they drew at most every 0.25 s."""
+    from workbench.ui.bridge import EVENT_POLL_S, MAX_EVENT_POLL_S
+    from workbench.ui.telemetry.qt_telemetry_panel import MAX_REPAINT_S, TICK_MS
+    from workbench.ui.ui_pacer import MAX_STRETCH
+
+    pacer = UiPacer(stretch=MAX_STRETCH)  # as an answer on every core leaves it
+    frame = pacer.interval(TICK_MS / 1000, MAX_REPAINT_S)
+    assert frame <= 0.2
+    assert pacer.interval(EVENT_POLL_S, MAX_EVENT_POLL_S) <= frame / 2
+
+
 def test_an_empty_plot_shows_its_reason_without_a_legend_over_it(panel):
     """Issue 39 (screenshots): "not measured" was drawn under the legend of curves that had no
     data. An empty plot hides its legend; one with data shows it."""

@@ -25,12 +25,13 @@ from workbench.engine.requests import GenerateRequest
 from workbench.engine.summary_labels import RATE
 from workbench.ui.bridge import ENGINE_NICE, lower_thread_priority
 from workbench.ui.qt_main_window import QtMainWindow
+from workbench.ui.ui_pacer import LIVE_FRAME_MAX_S
 
 PROMPT = "Tell a short story about a lighthouse keeper and a storm."
 PROBE_S = 0.005
 SETTLE_S = 0.3
 LAG_P99_MS, LAG_MAX_MS, RATIO_MIN = 20.0, 50.0, 0.97
-REFRESH_MAX_S = 0.2  # the live plots' refresh interval while answering: 5 Hz or better
+REFRESH_MAX_S = LIVE_FRAME_MAX_S  # the live plots' refresh interval while answering: 5 Hz
 
 
 def refresh_intervals(frames: list[float], start: float, end: float) -> list[float]:
