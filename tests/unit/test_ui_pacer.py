@@ -139,3 +139,22 @@ def test_a_view_sleeping_until_due_keeps_its_interval_however_long_its_frames_ta
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert gaps == pytest.approx([0.2] * len(gaps))
     assert p.wait("never drawn", 0.033, 0.2) == 0.0  # a view never drawn is due now
+
+
+def test_late_ticks_do_not_slow_the_rate() -> None:
+    """On busy cores a timer wakes late; counted from each late wake-up, the lateness added up
+    (0.2 s frames came every 0.3 s). Frames are due on a fixed grid: a late one does not delay
+    the next, so over many frames the rate is the interval's."""
+    p, clocks = pacer(0.0)
+    p.stretch = MAX_STRETCH
+    starts = []
+    while len(starts) < 50:
+        if p.due("plots", 0.033, 0.2):
+            starts.append(clocks.wall)
+        lateness = 0.03 if len(starts) % 2 else 0.01  # every wake-up 10-30 ms late
+        clocks.advance(p.wait("plots", 0.033, 0.2) + lateness, 0.0)
+    mean_gap = (starts[-1] - starts[0]) / (len(starts) - 1)
+    assert mean_gap == pytest.approx(0.2, abs=0.005)
+    clocks.advance(5.0, 0.0)  # a pause (nothing to draw): the grid starts again from now
+    assert p.due("plots", 0.033, 0.2)
+    assert p.wait("plots", 0.033, 0.2) == pytest.approx(0.2)

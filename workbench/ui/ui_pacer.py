@@ -62,8 +62,9 @@ class UiPacer:
         self._answer_stretch = self.stretch
 
     def due(self, view: str, base_s: float, max_s: float) -> bool:
-        """Whether `view` may repaint now; if so, its next repaint is counted from now.
-        `base_s` is its interval with no contention, `max_s` the longest it is stretched to."""
+        """Whether `view` may repaint now; if so, its next repaint is due an interval after
+        this one was. `base_s` is its interval with no contention, `max_s` the longest it is
+        stretched to."""
         now = self._sample()
         interval = self.interval(base_s, max_s)
         last = self._last.get(view)
@@ -71,16 +72,20 @@ class UiPacer:
         # the slack such a tick would be skipped and the view would run at half its rate.
         if last is not None and now - last < interval * (1 - SLACK):
             return False
-        self._last[view] = now
+        # At a fixed rate: counted from when this repaint was due, not from the tick that
+        # came (late, on busy cores), so late ticks do not add up to a slower rate (issue 39:
+        # 0.2 s frames came every 0.3 s). After a pause (no data, hidden), from now.
+        on_time = last is not None and now - last < 2 * interval
+        self._last[view] = last + interval if on_time else now
         return True
 
     def interval(self, base_s: float, max_s: float) -> float:
         return min(max_s, base_s * self.stretch)
 
     def wait(self, view: str, base_s: float, max_s: float) -> float:
-        """Seconds until `view` is due again (0: now), counted from its last repaint's start,
-        for a timer to sleep until then. Counted from a frame's end instead, every frame
-        would also wait for its own painting: a view capped at 0.2 s ran at 0.3 s (issue 39)."""
+        """Seconds until `view` is due again (0: now), for a timer to sleep until then. Counted
+        from when its last repaint was due, not from when that repaint ended: a frame spread
+        over ticks would also wait for its own painting (a view capped at 0.2 s ran at 0.3 s)."""
         last = self._last.get(view)
         if last is None:
             return 0.0
