@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.ui.test_telemetry_panel import row
+from tests.ui.test_telemetry_panel import row, shown_panel
 from workbench.ui.telemetry.qt_telemetry_panel import QtTelemetryPanel
 from workbench.ui.telemetry.view_range import follow_x_range, y_scale
 from workbench.ui.ui_pacer import UiPacer
@@ -15,13 +15,7 @@ from workbench.ui.ui_pacer import UiPacer
 
 @pytest.fixture
 def panel(qtbot) -> QtTelemetryPanel:
-    panel = QtTelemetryPanel(pacer=UiPacer(target_share=10.0))
-    panel._repaint_timer.stop()
-    qtbot.addWidget(panel)
-    panel.resize(620, 900)
-    panel.show()
-    qtbot.waitExposed(panel)
-    return panel
+    return shown_panel(qtbot, UiPacer(target_share=10.0))
 
 
 def _wall_top(panel: QtTelemetryPanel) -> float:

@@ -3,6 +3,7 @@ of a core, and shrinks them back when there is room (clocks are driven by hand).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -120,3 +121,40 @@ def test_an_answer_starts_where_the_last_one_left_the_stretch() -> None:
     assert p.stretch == 1.0
     p.answer_started()
     assert p.stretch == MAX_STRETCH
+
+
+def test_a_view_sleeping_until_due_keeps_its_interval_however_long_its_frames_take() -> None:
+    """Issue 39: a frame spread over ticks took ~0.1 s, and the timer then slept the whole
+    interval again, so a view capped at 0.2 s drew every 0.3 s. Sleeping `wait()` counts the
+    interval from the frame's start: frames start every interval while the UI is busy."""
+    p, clocks = pacer(0.0)  # every window over the target: the stretch sits at its limit
+    p.stretch = MAX_STRETCH
+    starts = []
+    for _ in range(20):
+        assert p.due("plots", 0.033, 0.2)
+        starts.append(clocks.wall)
+        for _ in range(3):  # the frame's other ticks
+            clocks.advance(0.033, 0.5)
+        clocks.advance(p.wait("plots", 0.033, 0.2), 0.0)  # the timer sleeps until then
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert gaps == pytest.approx([0.2] * len(gaps))
+    assert p.wait("never drawn", 0.033, 0.2) == 0.0  # a view never drawn is due now
+
+
+def test_late_ticks_do_not_slow_the_rate() -> None:
+    """On busy cores a timer wakes late; counted from each late wake-up, the lateness added up
+    (0.2 s frames came every 0.3 s). Frames are due on a fixed grid: a late one does not delay
+    the next, so over many frames the rate is the interval's."""
+    p, clocks = pacer(0.0)
+    p.stretch = MAX_STRETCH
+    starts = []
+    while len(starts) < 50:
+        if p.due("plots", 0.033, 0.2):
+            starts.append(clocks.wall)
+        lateness = 0.03 if len(starts) % 2 else 0.01  # every wake-up 10-30 ms late
+        clocks.advance(p.wait("plots", 0.033, 0.2) + lateness, 0.0)
+    mean_gap = (starts[-1] - starts[0]) / (len(starts) - 1)
+    assert mean_gap == pytest.approx(0.2, abs=0.005)
+    clocks.advance(5.0, 0.0)  # a pause (nothing to draw): the grid starts again from now
+    assert p.due("plots", 0.033, 0.2)
+    assert p.wait("plots", 0.033, 0.2) == pytest.approx(0.2)

@@ -39,14 +39,17 @@ from workbench.engine.turn_settings import TurnSettings
 from workbench.engine.warm_start import warm_start_dir
 from workbench.moe.route_trace import RouteTrace
 from workbench.ui.event_pipe import EventPipe
-from workbench.ui.ui_pacer import shared_pacer
+from workbench.ui.ui_pacer import LIVE_FRAME_MAX_S, shared_pacer
 
 T = TypeVar("T")
 # Tokens reach the UI in batches at most this far apart (the chat shows text ten times a
 # second at most), stretched by the pacer up to the maximum while the engine needs every core;
-# a stop or the answer's end is seen at most that late.
+# a stop or the answer's end is seen at most that late. The maximum is half the plots' longest
+# frame interval: a frame draws only tokens that have arrived, so with batches 0.25 s apart
+# the plots could not refresh more often than that (issue 39: 5 Hz). A batch costs one
+# event-loop step; the tokens' own work is the same however they are batched.
 EVENT_POLL_S = 0.06
-MAX_EVENT_POLL_S = 0.25
+MAX_EVENT_POLL_S = LIVE_FRAME_MAX_S / 2
 # The engine thread, and the compute threads llama.cpp starts from it (they inherit it), run
 # at a lower priority than the UI: when they compete for a core, the UI gets it promptly.
 ENGINE_NICE = 5

@@ -9,6 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QProgressBar, QPushButton, QStatusBar, QWidget
 
+from workbench.engine.summary_labels import RATE
 from workbench.ui.qt_elided_label import QtElidedLabel
 from workbench.ui.qt_stable_label import QtStableLabel
 
@@ -23,7 +24,7 @@ class QtStatusBar(QStatusBar):
         self.model_label = QtElidedLabel("no model")
         self.state_label = QtStableLabel("no model")
         self.state_label.setObjectName("engineState")
-        self.rate_label = QtStableLabel("– tok/s")
+        self.rate_label = QtStableLabel(rate_text(-1.0))
         self.context_label = QtStableLabel("context –")
         self.load_bar = QProgressBar()
         self.load_bar.setRange(0, 100)
@@ -47,7 +48,7 @@ class QtStatusBar(QStatusBar):
         self.state_label.setText(f"{state} {detail}".strip())
 
     def set_rate(self, tok_s: float) -> None:
-        self.rate_label.setText("– tok/s" if tok_s < 0 else f"{tok_s:.1f} tok/s")
+        self.rate_label.setText(rate_text(tok_s))
 
     def set_context(self, used: int, n_ctx: int) -> None:
         if n_ctx <= 0:
@@ -64,3 +65,8 @@ class QtStatusBar(QStatusBar):
         self.cancel_button.setVisible(loading)
         if loading:
             self.load_bar.setValue(int(fraction * 100))
+
+
+def rate_text(tok_s: float) -> str:
+    """The last answer's decode rate in the summary table's unit ("–" when unmeasured)."""
+    return f"– {RATE.unit}" if tok_s < 0 else f"{tok_s:.1f} {RATE.unit}"

@@ -27,6 +27,9 @@ WINDOW_S = 0.5  # the UI's CPU share is measured over windows this long
 MAX_STRETCH = 100.0  # enough to take every view to its own cap
 STEP = 2.0  # the stretch changes by this factor per window
 SLACK = 0.2
+# The live plots' longest frame interval, however busy the cores: 5 Hz (issue 39: at 0.3 s and
+# slower they looked stuck). The plots' timer, the token batches and `bench ui` derive from it.
+LIVE_FRAME_MAX_S = 0.2
 
 
 def ui_share_target(engine_threads: int, cores: int | None = None) -> float:
@@ -59,8 +62,9 @@ class UiPacer:
         self._answer_stretch = self.stretch
 
     def due(self, view: str, base_s: float, max_s: float) -> bool:
-        """Whether `view` may repaint now; if so, its next repaint is counted from now.
-        `base_s` is its interval with no contention, `max_s` the longest it is stretched to."""
+        """Whether `view` may repaint now; if so, its next repaint is due an interval after
+        this one was. `base_s` is its interval with no contention, `max_s` the longest it is
+        stretched to."""
         now = self._sample()
         interval = self.interval(base_s, max_s)
         last = self._last.get(view)
@@ -68,11 +72,24 @@ class UiPacer:
         # the slack such a tick would be skipped and the view would run at half its rate.
         if last is not None and now - last < interval * (1 - SLACK):
             return False
-        self._last[view] = now
+        # At a fixed rate: counted from when this repaint was due, not from the tick that
+        # came (late, on busy cores), so late ticks do not add up to a slower rate (issue 39:
+        # 0.2 s frames came every 0.3 s). After a pause (no data, hidden), from now.
+        on_time = last is not None and now - last < 2 * interval
+        self._last[view] = last + interval if on_time else now
         return True
 
     def interval(self, base_s: float, max_s: float) -> float:
         return min(max_s, base_s * self.stretch)
+
+    def wait(self, view: str, base_s: float, max_s: float) -> float:
+        """Seconds until `view` is due again (0: now), for a timer to sleep until then. Counted
+        from when its last repaint was due, not from when that repaint ended: a frame spread
+        over ticks would also wait for its own painting (a view capped at 0.2 s ran at 0.3 s)."""
+        last = self._last.get(view)
+        if last is None:
+            return 0.0
+        return max(0.0, last + self.interval(base_s, max_s) - self.wall())
 
     def _sample(self) -> float:
         wall, cpu = self.wall(), self.cpu()

@@ -9,14 +9,19 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
 from workbench.bench.compare import format_interval
+from workbench.bench.figures import FIGURE_BY_KEY
 from workbench.bench.quality_cost import NOT_SCORED
 from workbench.bench.stats import Interval
+from workbench.engine.summary_labels import RATE, TTFT
 from workbench.runs.entries import RunEntry
 
 MISSING = "—"
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("label", "Run"), ("created_at", "When"), ("model", "Model"), ("kind", "Kind"),
-    ("n_tokens", "Tokens"), ("tok_s", "tok/s"), ("ttft_s", "TTFT s"), ("read_mib", "MiB/tok"),
+    # The summary figures are called what every view calls them (engine/summary_labels.py);
+    # the reads per token are the compare table's figure (bench/figures.py).
+    ("n_tokens", "Tokens"), ("tok_s", RATE.unit), ("ttft_s", TTFT.heading),
+    ("read_mib", FIGURE_BY_KEY["read_mib"].unit),
     # A scored run's quality (bench/quality_cost.py), with its 95 % interval; "—" otherwise.
     ("ppl", "Perplexity"), ("kl_mean", "KL nats"), ("agreement_pct", "Agree %"),
 )

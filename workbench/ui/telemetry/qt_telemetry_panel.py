@@ -55,16 +55,14 @@ from workbench.ui.telemetry.series import (
 )
 from workbench.ui.telemetry.span import SpanSummary, span_text, summarize_span
 from workbench.ui.telemetry.view_range import YScale, follow_x_range, y_scale
-from workbench.ui.ui_pacer import UiPacer, pace_note, shared_pacer
+from workbench.ui.ui_pacer import LIVE_FRAME_MAX_S, UiPacer, pace_note, shared_pacer
 
 # The timer ticks at ~30 Hz, the most the plots ever repaint; the shared pacer (ui_pacer.py)
 # stretches that to as little as once every MAX_REPAINT_S while the engine needs every core,
-# since each frame's CPU comes off the token rate then. A frame is due every 0.2 s at the
-# most (issue 39: at once every 4 s, as before, the plots looked stuck). `bench ui` on 2 busy
-# cores, under load: frames every 0.32 s median (was 1.04 s), window/headless tok/s 1.01; a
-# 0.1 s cap with 3 plots a tick gave 0.26 s but cost 11 % of the token rate.
+# since each frame's CPU comes off the token rate then (issue 39: at once every 4 s, as
+# before, the plots looked stuck). A frame's interval counts from its start, not its end.
 TICK_MS = 33
-MAX_REPAINT_S = 0.2
+MAX_REPAINT_S = LIVE_FRAME_MAX_S
 PLOTS_PER_TICK = 2
 HEADLINE_MS = 500  # numbers people read: twice a second is plenty...
 MAX_HEADLINE_S = 2.0  # ...and every two seconds will do while the engine needs every core
@@ -361,9 +359,11 @@ class QtTelemetryPanel(QWidget):
             self._paint([key for key in self._queued.pop(0) if key in self._stale])
             if not self._queued:
                 self.frame_times.append(time.perf_counter())
-        # Tick no faster than frames are allowed: an idle tick still costs a wake-up.
+        # Tick no faster than frames are allowed (an idle tick still costs a wake-up), and wake
+        # when the next frame is due: its interval counts from this frame's start, so the
+        # ticks this frame took are not added to the wait for the next.
         interval = TICK_MS if self._queued else max(
-            TICK_MS, int(self.pacer.interval(TICK_MS / 1000, MAX_REPAINT_S) * 1000))
+            TICK_MS, round(self.pacer.wait("plots", TICK_MS / 1000, MAX_REPAINT_S) * 1000))
         if interval != self._repaint_timer.interval():
             self._repaint_timer.setInterval(interval)
 
@@ -384,9 +384,12 @@ class QtTelemetryPanel(QWidget):
             lo, hi = follow_x_range(x[0], x[-1])
         else:
             lo, hi = self.plots[keys[0]].getViewBox().viewRange()[0]
-        # Only what is visible (plus a margin for panning): each frame then costs O(window),
-        # not O(history). A pan or zoom marks the plots stale and re-slices.
-        margin = (hi - lo) / 2
+        # Only what is visible: each frame then costs O(window), not O(history). A pan or zoom
+        # marks the plots stale and re-slices; a margin for it, while not following, saves a
+        # re-slice per step of a drag. While following, x only moves forward, in steps, so
+        # the tokens behind the range are not drawn (they were a third of every frame's
+        # points), nor counted by the y axis' scale (it counts what is visible).
+        margin = 0.0 if self.following else (hi - lo) / 2
         first = max(0, int(np.searchsorted(x, lo - margin)) - 1)
         last = int(np.searchsorted(x, hi + margin)) + 1
         view = data[first:last]

@@ -125,6 +125,13 @@ class Curve:
     fill: bool = False  # filled down to zero (stacked layers are drawn top layer first)
 
 
+def labelled(column: str, colour: str, short: bool = False) -> Curve:
+    """A curve of a figure the metric table names: its legend is that name (engine/
+    metric_labels.py), the short one where a legend has little room."""
+    shown = metric_labels.BY_NAME[column]
+    return Curve(column, shown.short if short else shown.label, colour)
+
+
 @dataclass(frozen=True, slots=True)
 class PlotSpec:
     key: str
@@ -143,33 +150,33 @@ PLOTS: tuple[PlotSpec, ...] = (
         Curve("stack_mgmt", "cache mgmt", "#9c27b0", fill=True),
         Curve("stack_io", "{io} or stall", "#ff9800", fill=True),
         Curve("stack_compute", "compute", "#2196f3", fill=True),
-        Curve("wall_ms", "wall", "#222222"),
+        labelled("wall_ms", "#222222", short=True),
     )),
     # Under dropping the hit rate rises without the cache serving more (a dropped routing is a
     # miss never looked up), so the drop rate is drawn beside it, per token.
     PlotSpec("hit", "Cache hits and drops", "%", (
-        Curve("cache_hit_pct", "hit rate (cumulative)", "#4caf50"),
-        Curve("drop_pct", "dropped (per token)", "#f44336"),
+        labelled("cache_hit_pct", "#4caf50"),
+        labelled("drop_pct", "#f44336"),
     ), y_max=100.0),
     PlotSpec("read", "{read} / token", "MiB", (
-        Curve("read_mib", "read", "#ff9800"),
+        labelled("read_mib", "#ff9800"),
     )),
     PlotSpec("bandwidth", "Read bandwidth", "MiB/s", (
         Curve("read_mib_s", "bandwidth", "#795548"),
     )),
     PlotSpec("rss", "Resident memory", "MiB", (
-        Curve("rss_anon_mib", "anon", "#e91e63"),
-        Curve("rss_file_mib", "file-backed", "#3f51b5"),
+        labelled("rss_anon_mib", "#e91e63", short=True),
+        labelled("rss_file_mib", "#3f51b5", short=True),
     )),
     PlotSpec("mem", "Swap and available", "MiB", (
-        Curve("swap_mib", "swap", "#f44336"),
-        Curve("mem_available_mib", "MemAvailable", "#009688"),
+        labelled("swap_mib", "#f44336", short=True),
+        labelled("mem_available_mib", "#009688"),
     )),
     PlotSpec("faults", "Major page faults per token", "", (
-        Curve("majflt", "major faults", "#607d8b"),
+        labelled("majflt", "#607d8b"),
     )),
     PlotSpec("cpu", "CPU occupancy", "cores", (
-        Curve("cpu_cores", "CPU time / wall", "#8bc34a"),
+        labelled("cpu_cores", "#8bc34a"),
     )),
     PlotSpec(speculation.PLOT[0], speculation.PLOT[1], speculation.PLOT[2],
              tuple(Curve(*c) for c in speculation.PLOT[3]), unmeasured=speculation.UNMEASURED),

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workbench.engine.summary_labels import RATE
+
 
 @dataclass(frozen=True, slots=True)
 class SpanSummary:
@@ -61,7 +63,7 @@ def span_text(span: SpanSummary) -> str:
     head = (f"tokens {span.first_x}–{span.last_x} ({span.tokens}, "
             f"turn{'s' if len(span.turns) > 1 else ''} {turns})")
     parts = [
-        f"{_fmt(span.tok_s, '{:.1f}')} tok/s over {_fmt(span.decode_s, '{:.2f}')} s",
+        f"{_fmt(span.tok_s, '{:.1f}')} {RATE.unit} over {_fmt(span.decode_s, '{:.2f}')} s",
         f"wall median {_fmt(span.median_ms, '{:.1f}')} ms, p95 {_fmt(span.p95_ms, '{:.1f}')}, "
         f"max {_fmt(span.max_ms, '{:.1f}')}",
         f"read {_fmt(span.read_mib, '{:.1f} MiB')}",
