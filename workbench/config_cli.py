@@ -67,10 +67,14 @@ def _add_flag(section: argparse._ArgumentGroup, s: Setting) -> None:
     section.add_argument(*s.flags, **kwargs)
 
 
+def typed_settings(ns: argparse.Namespace) -> dict[str, Any]:
+    """The settings the user actually typed, by name (what engine/opening.py lays on top)."""
+    return {s.name: getattr(ns, s.name) for s in SETTINGS if hasattr(ns, s.name)}
+
+
 def config_from_args(ns: argparse.Namespace, base: Config | None = None) -> Config:
     """`base` (defaults when None) with only the flags the user actually typed applied."""
-    typed = {s.name: getattr(ns, s.name) for s in SETTINGS if hasattr(ns, s.name)}
-    return (base if base is not None else Config()).replace(**typed)
+    return (base if base is not None else Config()).replace(**typed_settings(ns))
 
 
 def settings_markdown() -> str:
