@@ -93,7 +93,10 @@ def settings_markdown() -> str:
         "The defaults below are every model's, with one exception: the bundled chat model "
         "(SmolLM2-135M-Instruct) opens with a short system prompt and a repetition penalty of "
         "1.1 over them, still greedy (`workbench/engine/model_defaults.py`; why, and how "
-        "Regenerate behaves, in docs/chat.md, \"Chat defaults of the bundled model\").",
+        "Regenerate behaves, in docs/chat.md, \"Chat defaults of the bundled model\"). What a "
+        "model opens with (these defaults, the model's own, what the window remembers, the "
+        "flags typed) is decided in one place, `workbench/engine/opening.py` "
+        "(docs/architecture.md, \"What a model opens with\").",
     ]
     for group in GROUPS:
         lines += ["", f"## {group.name}", "", f"{group.blurb}.", "",
