@@ -97,7 +97,7 @@ class Setting:
     gate: tuple[str, Callable[[Any], bool]] | None = None
     # The window's default while `gate` holds, where it differs from `default` (the CLI's and the
     # window's otherwise): the settings panel moves a value still at one default to the other as
-    # the gate flips (workbench/ui/settings/evaluate.py). None: the window uses `default`.
+    # the gate flips (follow_app_defaults below). None: the window uses `default`.
     app_default: Any = None
     # (threshold, text): from this value up the panel shows the text as a warning under the row
     # (a lossy setting whose harm does not show in the text it produces).
@@ -187,7 +187,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("n_threads", "int", _DEFAULT_THREADS, "Compute threads", "Model",
             "CPU threads that run the model's maths",
             "load", unit="threads", min=1, max=MAX_THREADS, short=("-t",),
-            aliases=("--threads",), doc_default="min(4, CPU count)", doc_max="4 × CPU count"),
+            aliases=("--threads",), doc_max="4 × CPU count",
+            doc_default="min(4, CPU count); streaming: the fastest measured at open"),
     Setting("chat_template", "bool", True, "Use chat template", "Model",
             "Wrap the conversation in the model's own chat template; off sends raw text",
             "load", false_aliases=("--raw",), renamed_from=("chatml",)),
@@ -543,6 +544,22 @@ def without_ignored(cfg: Config) -> Config:
     off = {s.name: s.default for s in SETTINGS
            if s.gate is not None and not s.gate[1](cfg) and getattr(cfg, s.name) != s.default}
     return cfg.replace(**off) if off else cfg
+
+
+def follow_app_defaults(before: Config, after: Config) -> Config:
+    """`after` with every setting that has a window default (`Setting.app_default`) moved to the
+    default of its new situation, when an edit flipped its gate and it still sat at the default
+    of the old one. So dropping turns to 75 % when the cache comes on and back off with it; a
+    value the user chose (say 50 %) is left as it is, and validate() says if it no longer fits."""
+    changes = {}
+    for s in SETTINGS:
+        if s.app_default is None or s.gate is None:
+            continue
+        was, now = s.gate[1](before), s.gate[1](after)
+        old_default = s.app_default if was else s.default
+        if was != now and getattr(after, s.name) == old_default:
+            changes[s.name] = s.app_default if now else s.default
+    return after.replace(**changes) if changes else after
 
 
 def requires_text(s: Setting) -> str:

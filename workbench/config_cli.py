@@ -67,10 +67,14 @@ def _add_flag(section: argparse._ArgumentGroup, s: Setting) -> None:
     section.add_argument(*s.flags, **kwargs)
 
 
+def typed_settings(ns: argparse.Namespace) -> dict[str, Any]:
+    """The settings the user actually typed, by name (what engine/opening.py lays on top)."""
+    return {s.name: getattr(ns, s.name) for s in SETTINGS if hasattr(ns, s.name)}
+
+
 def config_from_args(ns: argparse.Namespace, base: Config | None = None) -> Config:
     """`base` (defaults when None) with only the flags the user actually typed applied."""
-    typed = {s.name: getattr(ns, s.name) for s in SETTINGS if hasattr(ns, s.name)}
-    return (base if base is not None else Config()).replace(**typed)
+    return (base if base is not None else Config()).replace(**typed_settings(ns))
 
 
 def settings_markdown() -> str:
@@ -89,7 +93,10 @@ def settings_markdown() -> str:
         "The defaults below are every model's, with one exception: the bundled chat model "
         "(SmolLM2-135M-Instruct) opens with a short system prompt and a repetition penalty of "
         "1.1 over them, still greedy (`workbench/engine/model_defaults.py`; why, and how "
-        "Regenerate behaves, in docs/chat.md, \"Chat defaults of the bundled model\").",
+        "Regenerate behaves, in docs/chat.md, \"Chat defaults of the bundled model\"). What a "
+        "model opens with (these defaults, the model's own, what the window remembers, the "
+        "flags typed) is decided in one place, `workbench/engine/opening.py` "
+        "(docs/architecture.md, \"What a model opens with\").",
     ]
     for group in GROUPS:
         lines += ["", f"## {group.name}", "", f"{group.blurb}.", "",

@@ -39,7 +39,8 @@ class ScriptedBridge:
                            chat_mode=True, think_control="template", template_origin="test",
                            load_seconds=0.0, run_info=info, is_moe=False)
 
-    async def open(self, config: Config, on_progress: Any = None) -> LoadedModel:
+    async def open(self, config: Config, on_progress: Any = None,
+                   measure_threads: bool = False) -> LoadedModel:
         """The window's load path, with nothing to load."""
         return self.model(config)
 

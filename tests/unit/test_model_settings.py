@@ -9,11 +9,19 @@ from pathlib import Path
 import pytest
 
 from workbench.config import Config, validate
+from workbench.engine import model_settings as ms
+from workbench.engine.opening import Opening, decide
 from workbench.moe.layout import read_model_facts
 from workbench.moe.synth import write_synthetic_moe
-from workbench.ui.models import model_settings as ms
 
 GIB = 1024
+
+
+def opening_settings(path: Path, facts, window: Config, remembered,
+                     available_mib: float = -1.0) -> Opening:
+    """What the picker asks for: `path` under the window's settings in force."""
+    return decide(str(path), window=window, remembered=remembered, facts=facts,
+                  available_mib=available_mib)
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +35,7 @@ def test_another_models_load_time_settings_are_not_inherited(moe_facts):
     tuned = Config().replace(model="/m/other.gguf", n_ctx=256, moe_stream=True, cache_mb=64,
                              drop_cold_frac=0.75, temp=0.7, n_predict=100)
     assert not validate(tuned)
-    opening = ms.opening_settings(moe_facts.path, moe_facts, tuned, {}, 64 * GIB)
+    opening = opening_settings(moe_facts.path, moe_facts, tuned, {}, 64 * GIB)
     got = opening.chosen()
     assert not opening.remembered and got.model == str(moe_facts.path)
     assert (got.moe_stream, got.cache_mb, got.drop_cold_frac) == (False, 0, 0.0)
@@ -43,24 +51,24 @@ def test_a_model_opens_with_its_own_remembered_settings(moe_facts, tmp_path: Pat
     ms.save_remembered(tmp_path, remembered)
     assert ms.load_remembered(tmp_path) == remembered
     base = Config().replace(n_predict=64, temp=0.3)
-    got = ms.opening_settings(moe_facts.path, moe_facts, base, remembered).chosen()
+    got = opening_settings(moe_facts.path, moe_facts, base, remembered).chosen()
     assert (got.n_ctx, got.moe_stream, got.cache_mb, got.drop_cold_frac) == (128, True, 64, 0.5)
     assert got.temp == 0.3
-    note = ms.opening_settings(moe_facts.path, moe_facts, base, remembered).note()
+    note = opening_settings(moe_facts.path, moe_facts, base, remembered).note()
     assert note.startswith("Opens with its own settings from the last time: context 128")
     assert "expert streaming on (cache 64 MiB)" in note and "dropping 50 %" not in note
 
 
 def test_a_remembered_entry_that_no_longer_validates_gives_the_defaults(moe_facts):
     remembered = {str(moe_facts.path): {"n_ctx": -5, "moe_stream": "yes"}}
-    opening = ms.opening_settings(moe_facts.path, moe_facts, Config(), remembered)
+    opening = opening_settings(moe_facts.path, moe_facts, Config(), remembered)
     assert not opening.remembered and opening.chosen().n_ctx == 256
 
 
 def test_the_defaults_fit_the_machines_memory(moe_facts):
     big = replace(moe_facts, n_ctx_train=131072, tensor_bytes=40 * GIB * 2**20,
                   expert_bytes=36 * GIB * 2**20, n_layer=48, n_embd=4096)
-    opening = ms.opening_settings(big.path, big, Config(), {}, available_mib=16 * GIB)
+    opening = opening_settings(big.path, big, Config(), {}, available_mib=16 * GIB)
     got = opening.chosen()
     assert got.moe_stream and got.cache_auto  # 40 GiB of weights in 16 GiB: stream experts
     # The offer is what the settings panel makes of streaming with a cache (issue 37): the
@@ -69,17 +77,17 @@ def test_the_defaults_fit_the_machines_memory(moe_facts):
     assert got.n_ctx == 4096  # the default context: its KV cache fits
     assert not validate(got)
     assert "fitted to this machine's memory" in opening.note()
-    roomy = ms.opening_settings(big.path, big, Config(), {}, available_mib=512 * GIB).chosen()
+    roomy = opening_settings(big.path, big, Config(), {}, available_mib=512 * GIB).chosen()
     assert not roomy.moe_stream and roomy.n_ctx == 4096
     # 1 GiB of weights, a 3 GiB KV cache at 4096 tokens, 4 GiB available: half the context.
     wide = replace(big, tensor_bytes=GIB * 2**20, expert_bytes=0)
-    small = ms.opening_settings(wide.path, wide, Config(), {}, available_mib=4 * GIB)
+    small = opening_settings(wide.path, wide, Config(), {}, available_mib=4 * GIB)
     assert small.chosen().n_ctx == 2048 and not small.chosen().moe_stream
     assert "fitted to this machine's memory" in small.note()
 
 
 def test_a_reply_longer_than_the_context_is_shortened_and_said(moe_facts):
-    opening = ms.opening_settings(moe_facts.path, moe_facts, Config().replace(n_predict=512), {})
+    opening = opening_settings(moe_facts.path, moe_facts, Config().replace(n_predict=512), {})
     assert opening.chosen().n_predict == 128 and not validate(opening.chosen())
     assert "Tokens to generate lowered from 512 to 128" in opening.note()
 

@@ -103,7 +103,7 @@ def _window_memory(data: Path) -> object:
 
 
 def _model_settings(data: Path) -> object:
-    from workbench.ui.models.model_settings import load_remembered
+    from workbench.engine.model_settings import load_remembered
 
     assert load_remembered(data) == {}
     return "default"

@@ -293,6 +293,16 @@ class Context:
             ll.llama_free(self.ptr)
             self.ptr = None
 
+    @property
+    def n_threads(self) -> int:
+        """The compute threads a decode runs on, as llama.cpp holds them."""
+        return int(ll.llama_n_threads(self.ptr))
+
+    def set_n_threads(self, n: int) -> None:
+        """Run the next decodes (and prefills) on `n` compute threads, without a reload."""
+        _check_c_range("n_threads", n, 1, GGML_MAX_N_THREADS)
+        ll.llama_set_n_threads(self.ptr, n, n)
+
     def decode(self, tokens: Sequence[int]) -> int:
         """Decode a batch at the next positions; returns llama_decode's code (0 = success)."""
         if len(tokens) == 1:

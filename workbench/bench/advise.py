@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 from workbench.config import BY_NAME, Config
-from workbench.engine import wait_policy
+from workbench.engine import thread_choice, wait_policy
 from workbench.moe.layout import ModelFacts
 from workbench.plain_number import fixed
 
@@ -108,12 +108,13 @@ class Advice:
 
     @property
     def settings(self) -> dict[str, object]:
-        """The settings to change (by setting name), what the window applies."""
+        """The settings to change (by setting name), what the window applies. Streamed, the
+        thread count is left to the opening's measurement (engine/opening.py): a -t here would
+        be an explicit choice and skip it."""
         if not self.stream:
             return {"moe_stream": False, "n_threads": self.threads}
         out: dict[str, object] = {"moe_stream": True, "cache_mb": self.cache_mb,
-                                  "cache_auto": False, "n_threads": self.threads,
-                                  "io_threads": self.io_threads}
+                                  "cache_auto": False, "io_threads": self.io_threads}
         if self.cache_mb > 0:
             out["drop_cold_frac"] = self.drop_cold_frac
         return out
@@ -134,7 +135,7 @@ class Advice:
 def plan(layout: Layout, machine: Machine, kv_mib: float, *,
          reserve_mib: float = RESERVE_MIB) -> Advice:
     """The settings from memory alone (no probe): stream or not, and the cache budget."""
-    threads = max(1, min(machine.cores, 4))  # past 4, spin-wait contention costs (config.py)
+    threads = thread_choice.recommended(machine.cores)
     io_threads = BY_NAME["io_threads"].default
     whole = layout.weights_mib + kv_mib + reserve_mib
     available = machine.available_mib
@@ -222,7 +223,10 @@ def format_advice(model: str, layout: Layout, machine: Machine, advice: Advice) 
         lines.append("  dropping: " + (f"{advice.drop_cold_frac:g}" if advice.drop_cold_frac > 0
                                        else "off"))
         lines.append(f"  I/O lanes: {advice.io_threads}")
-    lines.append(f"  compute threads: {advice.threads}")
+    lines.append(f"  compute threads: {advice.threads} ("
+                 + ("recommended without a measurement; `chat`, `serve` and the window measure "
+                    "the fastest count at open when streaming, unless -t is given)"
+                    if advice.stream else f"the cores, up to {thread_choice.RECOMMENDED_MAX})"))
     wait = wait_policy.choose(cores=machine.cores, threads=advice.threads,
                               lanes=advice.io_threads, streaming=advice.stream)
     lines.append(f"  wait policy: {wait.label} ({wait.reason}; set by `chat` and the window "

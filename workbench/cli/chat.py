@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, TextIO
 
 from workbench.cli.held_keys import keys_held
 from workbench.config import Config
-from workbench.config_cli import add_arguments, config_from_args
+from workbench.config_cli import add_arguments, typed_settings
 from workbench.engine import wait_policy
 from workbench.engine.engine_thread import EngineThread
 from workbench.engine.metrics import UNMEASURED, RunSummary
-from workbench.engine.model_defaults import model_defaults
+from workbench.engine.opening import Opening, decide, settle_threads
 from workbench.engine.requests import GenerateRequest, GenerateResult, TokenEvent
+from workbench.engine.thread_choice import ThreadChoice
 from workbench.engine.wait_policy import WaitChoice
 
 if TYPE_CHECKING:
@@ -55,8 +56,8 @@ def run_chat(args: argparse.Namespace) -> int:
     from workbench.atomic_write import OutputFileError, check_output_path
     from workbench.engine.sinks import CsvMetricsSink
 
-    # The model's own defaults (the bundled model has tuned ones), then the flags typed.
-    config = config_from_args(args, model_defaults(getattr(args, "model", "")))
+    opening = chat_opening(args)
+    config = opening.config
     route_trace = getattr(args, "route_trace", None)
     if route_trace and not config.moe_stream:
         print("error: --route-trace needs --moe-stream: the expert streamer is what records "
@@ -83,11 +84,17 @@ def run_chat(args: argparse.Namespace) -> int:
     metrics = _MetricsFile(sink)
     ctrl_c_interrupts()
     try:
-        code = _chat(args, config, metrics)
+        code = _chat(args, config, metrics, opening.measures_threads)
     except BaseException:
         metrics.close(1)
         raise
     return metrics.close(code)
+
+
+def chat_opening(args: argparse.Namespace) -> Opening:
+    """What `chat` opens with (engine/opening.py): the model's defaults, then the flags typed;
+    no window, so nothing remembered."""
+    return decide(getattr(args, "model", ""), typed=typed_settings(args))
 
 
 def ctrl_c_interrupts(terminal: bool | None = None) -> bool:
@@ -164,7 +171,8 @@ class _MetricsFile:
         return code
 
 
-def _chat(args: argparse.Namespace, config: Config, metrics: _MetricsFile) -> int:
+def _chat(args: argparse.Namespace, config: Config, metrics: _MetricsFile,
+          measure_threads: bool = False) -> int:
     from workbench.engine.requests import SessionError
     from workbench.engine.session import Session
     from workbench.engine.warm_start import warm_start_dir
@@ -179,11 +187,13 @@ def _chat(args: argparse.Namespace, config: Config, metrics: _MetricsFile) -> in
 
     def load() -> Session:
         # Returning False from the progress callback makes llama.cpp abandon the load.
-        return Session.open(config, sink=metrics.sink,
-                            progress=lambda _f: not cancel_load.is_set(),
-                            record_routes=bool(getattr(args, "route_trace", None)),
-                            record_route_scores=bool(getattr(args, "route_scores", False)),
-                            warm_dir=warm_start_dir())
+        session = Session.open(config, sink=metrics.sink,
+                               progress=lambda _f: not cancel_load.is_set(),
+                               record_routes=bool(getattr(args, "route_trace", None)),
+                               record_route_scores=bool(getattr(args, "route_scores", False)),
+                               warm_dir=warm_start_dir())
+        settle_threads(session, measure=measure_threads)  # on this engine thread
+        return session
 
     try:
         try:
@@ -205,6 +215,8 @@ def _chat(args: argparse.Namespace, config: Config, metrics: _MetricsFile) -> in
             print(f"warning: {warning}", file=sys.stderr)
         if session.streaming is not None:
             print(streaming_banner(session), file=sys.stderr)
+        if session.thread_choice is not None:
+            print(f"threads: {session.thread_choice.describe()}", file=sys.stderr)
         try:
             if args.prompt is not None:
                 request = GenerateRequest(text=args.prompt, images=tuple(args.images))
@@ -329,8 +341,8 @@ def _turn(engine: EngineThread, session, request: GenerateRequest, progress: boo
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if result.summary is not None and result.summary.n_generated:
-        print(format_perf(result.summary, session.config.n_threads, wait_policy.in_force()),
-              file=sys.stderr)
+        print(format_perf(result.summary, session.config.n_threads, wait_policy.in_force(),
+                          session.thread_choice), file=sys.stderr)
     if result.reprefill_reason:
         print(f"note: part of the conversation was re-read ({result.reprefill_reason})",
               file=sys.stderr)
@@ -378,7 +390,8 @@ class _StreamPrinter:
         self.out.flush()
 
 
-def format_perf(s: RunSummary, threads: int, wait: WaitChoice | None = None) -> str:
+def format_perf(s: RunSummary, threads: int, wait: WaitChoice | None = None,
+                choice: ThreadChoice | None = None) -> str:
     """The end-of-turn performance summary (upstream's one-shot text, in our words)."""
     lines = [
         f"generation: {s.n_generated} tokens, {s.s_per_token:.4f} s/token "
@@ -394,8 +407,9 @@ def format_perf(s: RunSummary, threads: int, wait: WaitChoice | None = None) -> 
             f"compute: {occupancy:.0f}% CPU occupancy ({s.cpu_s_per_token:.4f} cpu-s/token over "
             f"{threads} threads), {s.majflt_per_token:.2f} major faults/token"
         )
-    if wait is not None:
-        lines.append(f"threads: {threads} compute, {wait.describe()}")
+    if wait is not None or choice is not None:
+        count = choice.describe() if choice is not None else f"{threads} compute"
+        lines.append(f"threads: {', '.join([count, *([wait.describe()] if wait else [])])}")
     if s.moe_read_mib != UNMEASURED:
         io, mgmt = s.moe_io_s_per_token, s.moe_mgmt_s_per_token
         bandwidth = s.moe_read_mib / (io * s.n_generated) if io > 0 else 0.0

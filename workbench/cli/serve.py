@@ -18,8 +18,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from workbench.config import Config
-from workbench.config_cli import add_arguments, config_from_args
+from workbench.config_cli import add_arguments, typed_settings
+from workbench.engine.opening import Opening, decide
 
 if TYPE_CHECKING:
     from workbench.engine.metrics import RunInfo
@@ -74,7 +74,7 @@ def run_serve(args: argparse.Namespace) -> int:
         print("error: --queue must be 0 or more, --max-request-bytes positive, --port "
               "0-65535", file=sys.stderr)
         return 2
-    config = config_from_args(args, Config())
+    opening = serve_opening(args)
     # The port is taken first: one in use (or an address not of this machine) is said at once,
     # before a model loads and before any "serving ... on" line could be printed.
     try:
@@ -84,7 +84,14 @@ def run_serve(args: argparse.Namespace) -> int:
               f"{exc.strerror or exc}", file=sys.stderr)
         return 1
     with sock:
-        return _load_and_serve(args, config, sock)
+        return _load_and_serve(args, opening, sock)
+
+
+def serve_opening(args: argparse.Namespace) -> Opening:
+    """What `serve` opens with (engine/opening.py), as `chat` does: the model's defaults (the
+    bundled model's repetition penalty...), then the flags typed. A request's own fields
+    override them for that request only (server/runner.py)."""
+    return decide(getattr(args, "model", ""), typed=typed_settings(args))
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -103,7 +110,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _load_and_serve(args: argparse.Namespace, config: Config, sock: socket.socket) -> int:
+def _load_and_serve(args: argparse.Namespace, opening: Opening, sock: socket.socket) -> int:
     from workbench.atomic_write import OutputFileError
     from workbench.engine.requests import SessionError
     from workbench.engine.sinks import CsvMetricsSink
@@ -121,9 +128,10 @@ def _load_and_serve(args: argparse.Namespace, config: Config, sock: socket.socke
     cancel_load = threading.Event()
     try:
         try:
-            session = engine.open(config, sink=csv,
+            session = engine.open(opening.config, sink=csv,
                                   progress=lambda _f: not cancel_load.is_set(),
-                                  on_interrupt=cancel_load.set)
+                                  on_interrupt=cancel_load.set,
+                                  measure_threads=opening.measures_threads)
         except SessionError as exc:
             print("loading was cancelled" if cancel_load.is_set() else f"error: {exc}",
                   file=sys.stderr)
@@ -132,6 +140,8 @@ def _load_and_serve(args: argparse.Namespace, config: Config, sock: socket.socke
             return 130 if cancel_load.is_set() else 1
         for note in session.warnings:
             print(f"warning: {note}", file=sys.stderr)
+        if session.thread_choice is not None:
+            print(f"threads: {session.thread_choice.describe()}", file=sys.stderr)
         code = _serve(args, engine.run_info, engine, sock)
     finally:
         engine.close()

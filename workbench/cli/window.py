@@ -8,9 +8,9 @@ from pathlib import Path
 
 from workbench.cli.bench_checks import checked
 from workbench.config import Config
-from workbench.config_cli import add_arguments, config_from_args
+from workbench.config_cli import add_arguments, config_from_args, typed_settings
 from workbench.embedded import SUGGESTED_QUESTION
-from workbench.engine.model_defaults import model_defaults
+from workbench.engine.opening import Opening, decide
 from workbench.file_kind import regular_file
 
 IMAGE_CHATS = (("What is in this picture? Answer in one sentence.",),)
@@ -60,17 +60,26 @@ def add_bench_ui_parser(bench: argparse.ArgumentParser) -> None:
     p.set_defaults(run=checked(run_bench_ui_cmd))
 
 
+def window_opening(args: argparse.Namespace, data: Path) -> Opening:
+    """What the window opens with (engine/opening.py): the model typed, else the last one (the
+    bundled model when its file has gone: the window says so), with its remembered settings,
+    the window's remembered ones, then the flags typed now."""
+    from workbench.engine.model_settings import load_remembered
+    from workbench.ui.window_memory import load_memory, startup_config
+
+    start = startup_config(load_memory(data))
+    return decide(start.config.model, typed=typed_settings(args),
+                  window=start.config if start.from_memory else None,
+                  remembered=load_remembered(data))
+
+
 def run_window_cmd(args: argparse.Namespace) -> int:
     from workbench import paths
     from workbench.ui.qt_app import run_window
-    from workbench.ui.window_memory import load_memory, startup_config
 
-    # The last model and its settings (the defaults when its file has gone: the window says
-    # so); the flags typed now win over them.
-    base = startup_config(load_memory(paths.data_dir())).config
-    if getattr(args, "model", base.model) != base.model:  # those were another model's settings
-        base = model_defaults(args.model)
-    return run_window(config_from_args(args, base), sends=args.send, quit_after=args.quit)
+    opening = window_opening(args, paths.data_dir())
+    return run_window(opening.config, sends=args.send, quit_after=args.quit,
+                      explicit=opening.explicit)
 
 
 def run_screenshot_cmd(args: argparse.Namespace) -> int:
@@ -80,8 +89,8 @@ def run_screenshot_cmd(args: argparse.Namespace) -> int:
     from workbench.ui.qt_app import run_window
     from workbench.ui.qt_screenshot import take_screenshot
 
-    config = config_from_args(args, model_defaults(getattr(args, "model", "")).replace(
-        n_predict=80))
+    config = decide(getattr(args, "model", ""),
+                    typed={"n_predict": 80, **typed_settings(args)}).config
     out: Path = args.output
     try:
         check_output_path(out)  # before the window opens and chats for a minute

@@ -51,6 +51,7 @@ from workbench.engine.sampling import SamplerChain
 from workbench.engine.scoring import ForcedRun, OnLogits, forced_parts, teacher_force, token_pieces
 from workbench.engine.sinks import Sink
 from workbench.engine.streaming import StreamingRuntime
+from workbench.engine.thread_choice import ThreadChoice
 from workbench.engine.tools.formats import ToolFormat, detect_tool_format
 from workbench.engine.turn_loop import OnPrefill, OnToken, Turn, TurnLoop, TurnParts
 from workbench.engine.turn_plan import TurnPlan
@@ -87,6 +88,7 @@ class Session:
         self._turn_index = 0
         self._run_info_sent = False
         self._held: ConversationMemory | None = None  # conversations' KV states (after open)
+        self.thread_choice: ThreadChoice | None = None  # how its count was decided (opening.py)
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -161,8 +163,7 @@ class Session:
         return self._thread.ident
 
     def take_thread(self) -> None:
-        """Make the calling thread the engine thread (only bench stream's threads arm, to measure
-        the split arrangement on purpose; every entry point uses one thread throughout)."""
+        """Make the calling thread the engine thread (only bench stream's split arrangement)."""
         self._thread.take()
 
     # ---- state and settings -----------------------------------------------------------------
@@ -173,8 +174,7 @@ class Session:
 
     @property
     def reasons(self) -> bool:
-        """The chat template marks reasoning: without such markers the model cannot think, and
-        the window shows its Thinking switch off (issue 39)."""
+        """The chat template marks reasoning (else the model cannot think: issue 39)."""
         return detect_reasoning_format(self._p.template) is not PLAIN
 
     @property
@@ -214,9 +214,8 @@ class Session:
         return self._p.warnings(self.n_ctx)
 
     def set_session_settings(self, config: Config) -> None:
-        """Adopt `config`'s session-wide settings (the conversation memory's budgets; see
-        turn_settings.SESSION_WIDE). A turn's own settings travel in its request and change
-        nothing here; load-time ones need a new session (see config.signature)."""
+        """Adopt `config`'s session-wide settings (turn_settings.SESSION_WIDE: the conversation
+        memory's budgets); load-time ones need a new session (config.signature)."""
         self._thread.check("set_session_settings")
         if signature(config.replace(model=self.config.model)) != signature(self.config):
             raise SessionError("load-time settings changed: open a new session to apply them")
@@ -232,6 +231,14 @@ class Session:
     def run_info_for(self, settings: TurnSettings) -> RunInfo:
         """The run info of a turn run with `settings` (what a run record says it ran with)."""
         return replace(self.run_info, settings={**self.run_info.settings, **settings.to_dict()})
+
+    def set_threads(self, n: int) -> None:
+        """Compute on `n` threads from the next decode on (the opening's measured choice)."""
+        self._thread.check("set_threads")
+        assert self._p.ctx is not None
+        self._p.ctx.set_n_threads(n)
+        self.config = self.config.replace(n_threads=n)
+        self.run_info.settings["n_threads"] = n
 
     def set_cache_budget_mib(self, mib: float) -> None:
         """Resize the expert cache of an open session (between generations)."""
@@ -254,17 +261,15 @@ class Session:
     # ---- generation -------------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Stop the current generation within one decode step (or the next, if none runs yet).
-        Safe from any thread."""
+        """Stop the generation within one decode step (or the next one); from any thread."""
         self._cancel.set()
         if self._p.abort is not None:
             self._p.abort.set()
 
     @contextmanager
     def _one_call(self, name: str) -> Iterator[None]:
-        """A generation or forced read: on the engine thread, one at a time, and a cancel is
-        spent by the call it stopped. One made just before the call started stopped it:
-        clearing at the start would have lost it."""
+        """A generation or forced read: on the engine thread, one at a time; a cancel is spent
+        by the call it stopped (one made just before the call started stops it)."""
         self._thread.check(name)
         with self._busy:
             try:
@@ -406,15 +411,13 @@ class Session:
     # ---- conversations: one in the context, the others kept aside (conversation_memory.py) --
 
     def forget_conversation(self, conversation: str) -> None:
-        """A deleted conversation: nothing of its state is kept, in memory or on disk. If the
-        context holds it, the context is emptied (the next turn starts fresh)."""
+        """A deleted conversation: none of its state is kept, in memory, on disk or in context."""
         self._thread.check("forget_conversation")
         if self._held is not None:
             self._held.forget(conversation)
 
     def forecast(self, request: GenerateRequest) -> Forecast:
-        """What `request` would cost to read, exactly as its turn would count it (the same
-        prompt, the same prefix rule), without changing anything."""
+        """What `request` would cost to read as its turn would count it, changing nothing."""
         self._thread.check("forecast")
         assert self._p.prompts is not None and self._held is not None
         settings = request.turn_settings(TurnSettings.of(self.config))

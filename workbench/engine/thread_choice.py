@@ -25,6 +25,24 @@ class ThreadChoice:
     probe_seconds: float = UNMEASURED  # what the measurement cost (UNMEASURED: none ran)
     s_per_token: dict[int, float] = field(default_factory=dict)  # median per candidate
 
+    def describe(self) -> str:
+        """The count, its reason and what deciding it cost, for the status bar, `chat` and
+        `serve`."""
+        cost = (f"; measuring took {self.probe_seconds:.2f} s at open"
+                if self.probe_seconds != UNMEASURED else "")
+        plural = "s" if self.threads != 1 else ""
+        return f"{self.threads} compute thread{plural} ({self.reason}{cost})"
+
+
+# More compute threads than 4 lost speed upstream (spin-wait contention) and on the 16-core
+# runs of issue 38 (8 beat 16 streamed): what `advise` recommends when nothing was measured.
+RECOMMENDED_MAX = 4
+
+
+def recommended(cores: int) -> int:
+    """The count to run without a measurement: the cores, up to RECOMMENDED_MAX."""
+    return max(1, min(cores, RECOMMENDED_MAX))
+
 
 def candidates(cores: int) -> list[int]:
     """1, 2, 4, ... below the core count, and the core count itself."""

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 from workbench.config import Config
 from workbench.engine.engine_thread import EngineThread
 from workbench.engine.metrics import RunInfo
+from workbench.engine.opening import settle_threads
 from workbench.engine.session import Session
 from workbench.engine.sinks import Sink
 
@@ -41,11 +42,16 @@ class OwnEngine:
 
     def open(self, config: Config, *, sink: Sink | None = None, kv_dir: Path | None = None,
              progress: Callable[[float], bool] | None = None,
-             on_interrupt: Callable[[], None] | None = None) -> Session:
-        """Blocking: load the model on the engine thread (SessionError when it cannot)."""
-        self._session = self._thread.call(
-            lambda: Session.open(config, sink=sink, kv_dir=kv_dir, progress=progress),
-            on_interrupt)
+             on_interrupt: Callable[[], None] | None = None,
+             measure_threads: bool = False) -> Session:
+        """Blocking: load the model on the engine thread (SessionError when it cannot), and
+        settle its thread count there (engine/opening.py: `measure_threads` measures it)."""
+        def load() -> Session:
+            session = Session.open(config, sink=sink, kv_dir=kv_dir, progress=progress)
+            settle_threads(session, measure=measure_threads)
+            return session
+
+        self._session = self._thread.call(load, on_interrupt)
         return self._session
 
     @property

@@ -24,6 +24,7 @@ from workbench.config import Config
 from workbench.engine.engine_thread import EngineThread
 from workbench.engine.kv_pool import HeldState
 from workbench.engine.kv_spill import remove_states
+from workbench.engine.opening import settle_threads
 from workbench.engine.requests import (
     Forecast,
     GenerateRequest,
@@ -35,6 +36,7 @@ from workbench.engine.requests import (
 from workbench.engine.route_recorder import WINDOW_MAX_LOADS
 from workbench.engine.session import Session, check_openable
 from workbench.engine.sinks import Sink
+from workbench.engine.thread_choice import ThreadChoice
 from workbench.engine.turn_settings import TurnSettings
 from workbench.engine.warm_start import warm_start_dir
 from workbench.moe.route_trace import RouteTrace
@@ -93,6 +95,7 @@ class LoadedModel:
     warnings: tuple[str, ...] = ()
     reasons: bool = True  # the chat template marks reasoning (else there is no thinking)
     sees_images: bool = False  # an image projector is loaded
+    thread_choice: ThreadChoice | None = None  # how the thread count was decided at open
 
     @property
     def o_direct(self) -> bool:
@@ -132,9 +135,11 @@ class EngineBridge:
         return self._generating
 
     async def open(
-        self, config: Config, on_progress: Callable[[float], None] | None = None
+        self, config: Config, on_progress: Callable[[float], None] | None = None,
+        measure_threads: bool = False,
     ) -> LoadedModel:
         """Close any open model, then load `config`'s. Raises SessionError or LoadCancelled.
+        `measure_threads`: its thread count is measured once loaded (engine/opening.py).
 
         A failure never leaves the window without the model it had: a config or file refused
         before loading does not touch it, and after a failed load it is opened again (raised
@@ -187,6 +192,7 @@ class EngineBridge:
                 session.close()
                 raise LoadCancelled("loading was cancelled; no model is loaded")
             self._session = self._live = session
+            settle_threads(session, measure=measure_threads)  # the engine thread's, as decode
             return _describe(session)
 
         return await self._call(job)
@@ -414,4 +420,5 @@ def _describe(session: Session) -> LoadedModel:
         warnings=tuple(session.warnings),
         sees_images=session.sees_images,
         reasons=session.reasons,
+        thread_choice=session.thread_choice,
     )

@@ -43,8 +43,10 @@ async def open_window(config: Config, data: Path | None = None) -> QtMainWindow:
 
 
 async def main(config: Config, sends: Sequence[str] = (), quit_after: bool = False,
-               script: Script | None = None, show: bool = True, data: Path | None = None) -> int:
+               script: Script | None = None, show: bool = True, data: Path | None = None,
+               explicit: frozenset[str] = frozenset()) -> int:
     window = await open_window(config, data)
+    window.session.threads_chosen = "n_threads" in explicit
     if show:
         window.show()
     code = 0
@@ -92,8 +94,10 @@ async def send_all(window: QtMainWindow, sends: Sequence[str]) -> bool:
 
 
 def run_window(config: Config, sends: Sequence[str] = (), quit_after: bool = False,
-               script: Script | None = None, show: bool = True, data: Path | None = None) -> int:
-    """Open the window and run until it closes; returns the exit code."""
+               script: Script | None = None, show: bool = True, data: Path | None = None,
+               explicit: frozenset[str] = frozenset()) -> int:
+    """Open the window and run until it closes; returns the exit code. `explicit`: the
+    settings of `config` the user chose (engine/opening.py: a chosen thread count is kept)."""
     import qasync
 
     from workbench.ui.qt_check import binding_problem
@@ -103,4 +107,4 @@ def run_window(config: Config, sends: Sequence[str] = (), quit_after: bool = Fal
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 1
-    return qasync.run(main(config, sends, quit_after, script, show, data))
+    return qasync.run(main(config, sends, quit_after, script, show, data, explicit))

@@ -452,13 +452,15 @@ class QtMainWindow(QMainWindow):
                                recent=recent_file(self.data), data=self.data,
                                opening=self.session.opening_settings)
         config = await picker.choose()
+        threads_chosen = picker.threads_chosen
         picker.deleteLater()
         if config is not None:
-            await self.load_model(config)
+            await self.load_model(config, threads_chosen=threads_chosen)
 
-    async def load_model(self, config: Config, reopening: bool = False) -> LoadedModel | None:
+    async def load_model(self, config: Config, reopening: bool = False,
+                         threads_chosen: bool | None = None) -> LoadedModel | None:
         """File > Open model (and start-up): see SessionController.open."""
-        return await self.session.open(config, reopening)
+        return await self.session.open(config, reopening, threads_chosen)
 
     async def apply_settings(self, config: Config, reopen: bool) -> bool:
         """The settings dock's Apply: see SessionController.apply."""

@@ -11,11 +11,13 @@ Three settings are told apart, and only here:
   applied while it is open and written back, from `keep_conversation_settings` only.
 
 The model's lifecycle: `open` (with progress and Cancel), a reopen when a load-time setting
-changes (`apply`), `close`. A model opens with its own settings (`opening_settings`: those it
-had last time, or defaults fitted to it and this machine; models/model_settings.py), and a
-load that fails leaves the model that was open loaded (the bridge's ModelKept). Per-request
-changes go to the open session on the engine thread, without a reload. One change at a time:
-a second Apply waits for the first's reload to end.
+changes (`apply`), `close`. A model opens with the settings engine/opening.py decides
+(`opening_settings`: its own from the last time, or defaults fitted to it and this machine,
+under the per-request settings in force), its thread count measured at open when it streams
+and the user did not choose one (`threads_chosen`). A load that fails leaves the model that
+was open loaded (the bridge's ModelKept). Per-request changes go to the open session on the
+engine thread, without a reload. One change at a time: a second Apply waits for the first's
+reload to end.
 
 Widgets do not hold copies: they ask (`config`, `model`, `loading`) and listen (`listen`), and
 the listener (`ui/session_view.py` in the window) shows what changed. Failures arrive as
@@ -31,13 +33,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from workbench.config import Config, signature
+from workbench.engine import model_settings
+from workbench.engine.opening import Opening, decide
 from workbench.engine.requests import SessionError
 from workbench.moe.layout import ModelFacts
 from workbench.moe.memory_estimate import available_memory_mib
 from workbench.ui.bridge import EngineBridge, LoadCancelled, LoadedModel, ModelKept
 from workbench.ui.chat import conversation_settings
-from workbench.ui.models import model_settings
-from workbench.ui.models.model_settings import OpeningSettings
 from workbench.ui.models.recent import add_recent, recent_file
 from workbench.ui.ui_pacer import shared_pacer, ui_share_target
 
@@ -101,6 +103,9 @@ class SessionController:
         self.loading = False
         # Each model's own load-time settings, from the last time it was open.
         self.remembered = model_settings.load_remembered(data)
+        # Whether the user chose the thread count of the model in force (typed, edited in the
+        # picker or the panel, or remembered as a choice): else it is measured at open.
+        self.threads_chosen = False
         # Whether an answer is in progress (the chat controller says): no load meanwhile.
         self.answering: Callable[[], bool] = lambda: False
         # The conversation open in the window (the chat controller says): its own settings
@@ -127,11 +132,13 @@ class SessionController:
         """Whether `config` differs from the settings in force in a load-time setting."""
         return signature(config) != signature(self.config)
 
-    async def open(self, config: Config, reopening: bool = False) -> LoadedModel | None:
+    async def open(self, config: Config, reopening: bool = False,
+                   threads_chosen: bool | None = None) -> LoadedModel | None:
         """Load with progress and Cancel; failures are explained, and the app keeps running.
 
         `reopening`: the same model again with new load-time settings (the status says so).
-        A second open while one loads cancels the first.
+        `threads_chosen`: the user chose `config.n_threads` (None: as for the model in force,
+        or as remembered for this one). A second open while one loads cancels the first.
         """
         if self.answering():
             self._emit("error", "Stop the answer first, then open another model.")
@@ -144,8 +151,11 @@ class SessionController:
         name = Path(config.model).name if config.model else "the bundled model"
         self._emit("loading", name, reopening)
         model: LoadedModel | None = None
+        chosen = self.threads_chosen if threads_chosen is None else threads_chosen
+        chosen = chosen or "n_threads" in self.remembered.get(config.model, {})
         try:
-            model = await self.bridge.open(config, lambda f: self._emit("load_progress", f))
+            model = await self.bridge.open(config, lambda f: self._emit("load_progress", f),
+                                           measure_threads=config.moe_stream and not chosen)
         except ModelKept as kept:  # the model that worked is loaded still (or again)
             self.loading = False
             self._emit("load_progress", None)
@@ -166,10 +176,13 @@ class SessionController:
         if model is None:
             self._emit("load_failed")
             return None
+        self.threads_chosen = chosen
         self._set_open(model)
+        if model.thread_choice is not None:
+            self._emit("status_note", f"Threads: {model.thread_choice.describe()}.")
         if model.config.model:
             self._spawn(self._remember(model.config.model))
-        self._spawn(self._remember_settings(model.config))
+        self._spawn(self._remember_settings(model.config, chosen))
         return model
 
     def _set_open(self, model: LoadedModel) -> None:
@@ -177,15 +190,16 @@ class SessionController:
         shared_pacer().target_share = ui_share_target(model.config.n_threads)
         self._set_model(model)
 
-    def opening_settings(self, path: Path, facts: ModelFacts | None) -> OpeningSettings:
+    def opening_settings(self, path: Path, facts: ModelFacts | None) -> Opening:
         """What the model at `path` opens with (shown before loading): its own load-time
         settings from the last time, or defaults fitted to it and this machine's memory; the
         per-request settings are those in force."""
-        return model_settings.opening_settings(path, facts, self.config, self.remembered,
-                                               available_memory_mib())
+        return decide(str(path), window=self.config, remembered=self.remembered, facts=facts,
+                      available_mib=available_memory_mib())
 
-    async def _remember_settings(self, config: Config) -> None:
-        self.remembered = model_settings.with_model(self.remembered, config)
+    async def _remember_settings(self, config: Config, threads_chosen: bool) -> None:
+        self.remembered = model_settings.with_model(self.remembered, config,
+                                                    threads_chosen=threads_chosen)
         snapshot = self.remembered
         try:
             await asyncio.get_running_loop().run_in_executor(
@@ -217,8 +231,10 @@ class SessionController:
         """The Settings dock's Apply: `config` becomes the global settings and the settings in
         force. Load-time changes reopen the model; per-request ones go to the open session,
         with no reload. On failure the settings in force go back on show."""
+        # A thread count changed in the panel is the user's choice from now on.
+        chosen = self.threads_chosen or config.n_threads != self.config.n_threads
         async with self._applying:
-            ok = await self._apply(config, reopen or self.needs_reopen(config))
+            ok = await self._apply(config, reopen or self.needs_reopen(config), chosen=chosen)
         if not ok:
             self._emit("apply_refused", self.config)
             return ok
@@ -268,15 +284,17 @@ class SessionController:
             return False
         return True
 
-    async def _apply(self, config: Config, reopen: bool, quiet: bool = False) -> bool:
+    async def _apply(self, config: Config, reopen: bool, quiet: bool = False,
+                     chosen: bool | None = None) -> bool:
         if self.loading:
             if not quiet:  # a conversation opened meanwhile keeps the settings being loaded
                 self._emit("error", "A model is loading: wait for it, then apply the settings.")
             return False
         if reopen:
-            return await self.open(config, reopening=True) is not None
+            return await self.open(config, reopening=True, threads_chosen=chosen) is not None
         if self.model is None:  # nothing is open: the next load starts from these
             self.config = config
+            self.threads_chosen = bool(chosen) or self.threads_chosen
             self._emit("config_changed", config, False)
             return True
         try:  # queued behind a streaming answer, if any: it applies from the next one

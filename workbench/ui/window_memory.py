@@ -84,6 +84,7 @@ def save_memory(data: Path, memory: WindowMemory) -> None:
 class StartupConfig:
     config: Config
     notice: str = ""  # why the remembered model was not used ("" when it was, or none was)
+    from_memory: bool = False  # `config` is the last model's (else the bundled model's defaults)
 
 
 def startup_config(memory: WindowMemory) -> StartupConfig:
@@ -101,4 +102,4 @@ def startup_config(memory: WindowMemory) -> StartupConfig:
         return StartupConfig(model_defaults(), (
             f"The model you had open last, {config.model}, is no longer there, so the "
             "bundled model was opened instead. Open another with File > Open model…."))
-    return StartupConfig(config)
+    return StartupConfig(config, from_memory=True)

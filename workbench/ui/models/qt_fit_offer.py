@@ -52,7 +52,7 @@ class QtFitOffer(QWidget):
 
     def settings(self) -> dict[str, object]:
         """What to apply to the config: the plan's streaming settings when offered and taken
-        (threads stay the picker's own field)."""
+        (no thread count: the picker's own field, measured at open unless edited)."""
         if self.advice is None or not self.advice.stream or not self.use.isChecked():
             return {}
-        return {k: v for k, v in self.advice.settings.items() if k != "n_threads"}
+        return dict(self.advice.settings)

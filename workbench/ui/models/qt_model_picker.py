@@ -6,7 +6,9 @@ The search for models runs off the UI thread as the picker opens, with its progr
 under the list, and stops when the picker closes.
 
 The settings shown are the chosen model's own (`opening`: those it had last time, or defaults
-fitted to it and this machine, models/model_settings.py), never those of the model open now.
+fitted to it and this machine, engine/opening.py), never those of the model open now. A
+thread count edited here is the user's choice (`threads_chosen`); left alone, a streamed
+model's is measured at open.
 
 `await QtModelPicker(...).choose()` returns the Config to load, or None. Reading a header runs
 off the UI thread, and only the latest selection's reading is kept (older ones are cancelled).
@@ -39,12 +41,12 @@ from PySide6.QtWidgets import (
 from qasync import asyncWrap
 
 from workbench.config import Config
+from workbench.engine.opening import Opening, decide, with_offer
 from workbench.moe.layout import ModelFacts, ModelFileError, format_facts, read_model_facts
 from workbench.moe.memory_estimate import available_memory_mib, estimate_memory
 from workbench.moe.projector import find_beside
 from workbench.ui.models import discovery
 from workbench.ui.models.discovery import FoundModel, Source
-from workbench.ui.models.model_settings import OpeningSettings, opening_settings
 from workbench.ui.models.qt_fit_offer import QtFitOffer
 from workbench.ui.models.recent import load_recent
 from workbench.ui.qt_plain_label import plain_label
@@ -112,7 +114,7 @@ class QtModelPicker(QDialog):
     def __init__(self, config: Config, parent: QWidget | None = None,
                  preselect: str | None = None, recent: Path | None = None,
                  data: Path | None = None, sources: list[Source] | None = None,
-                 opening: Callable[[Path, ModelFacts | None], OpeningSettings] | None = None
+                 opening: Callable[[Path, ModelFacts | None], Opening] | None = None
                  ) -> None:
         """`data`: where the user's added folders are remembered (none: no Add folder);
         `sources`: the folders to search (default: the usual apps' and the added ones);
@@ -122,9 +124,9 @@ class QtModelPicker(QDialog):
         self.setWindowTitle("Open a model")
         self.resize(820, 480)
         self.config = config
-        self._opening = opening or (lambda path, facts: opening_settings(
-            path, facts, config, {}, available_memory_mib()))
-        self.opening: OpeningSettings | None = None  # the selected model's
+        self._opening = opening or (lambda path, facts: decide(
+            str(path), window=config, facts=facts, available_mib=available_memory_mib()))
+        self.opening: Opening | None = None  # the selected model's
         self.facts: ModelFacts | None = None
         self.path: Path | None = None
         self._tasks = Tasks(on_error=lambda exc: self._show_problem(str(exc)))
@@ -326,9 +328,16 @@ class QtModelPicker(QDialog):
     def _edited(self) -> Config:
         """The selected model with its own settings, as edited here."""
         base = self.opening.config if self.opening is not None else self.config
-        return base.replace(model=str(self.path), n_ctx=self.n_ctx.value(),
-                            n_threads=self.n_threads.value(), mmproj=self.mmproj.text().strip(),
-                            **self.fit_offer.settings())
+        return with_offer(base.replace(model=str(self.path), n_ctx=self.n_ctx.value(),
+                                       n_threads=self.n_threads.value(),
+                                       mmproj=self.mmproj.text().strip()),
+                          self.fit_offer.settings())
+
+    @property
+    def threads_chosen(self) -> bool:
+        """The thread count was edited here (else the opening's stands: measured at open when
+        the model streams)."""
+        return self.opening is not None and self.n_threads.value() != self.opening.config.n_threads
 
     def _chosen(self) -> Config:
         """What to load: as edited, with a reply that fits the context."""

@@ -65,22 +65,6 @@ def evaluate(current: Config, pending: Config) -> Evaluation:
                       signature(used) != signature(current), used, warnings)
 
 
-def follow_app_defaults(before: Config, after: Config) -> Config:
-    """`after` with every setting that has a window default (`Setting.app_default`) moved to the
-    default of its new situation, when an edit flipped its gate and it still sat at the default
-    of the old one. So dropping turns to 75 % when the cache comes on and back off with it; a
-    value the user chose (say 50 %) is left as it is, and validate() says if it no longer fits."""
-    changes = {}
-    for s in SETTINGS:
-        if s.app_default is None or s.gate is None:
-            continue
-        was, now = s.gate[1](before), s.gate[1](after)
-        old_default = s.app_default if was else s.default
-        if was != now and getattr(after, s.name) == old_default:
-            changes[s.name] = s.app_default if now else s.default
-    return after.replace(**changes) if changes else after
-
-
 def changes_text(config: Config) -> list[str]:
     """The config as its differences from the defaults, one "Label: value" line each."""
     out = []

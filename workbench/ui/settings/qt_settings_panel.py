@@ -26,14 +26,9 @@ from PySide6.QtWidgets import (
 
 from workbench.bench.lossy import LOSSY_NAMES
 from workbench.bench.quality_cost import measured_cost
-from workbench.config import GROUPS, SETTINGS, Config
+from workbench.config import GROUPS, SETTINGS, Config, follow_app_defaults
 from workbench.ui.qt_text_style import SMALL_PX, dim_text, tone_text
-from workbench.ui.settings.evaluate import (
-    REOPEN_TEXT,
-    Evaluation,
-    evaluate,
-    follow_app_defaults,
-)
+from workbench.ui.settings.evaluate import REOPEN_TEXT, Evaluation, evaluate
 from workbench.ui.settings.qt_cost_line import QtCostLine
 from workbench.ui.settings.qt_setting_row import QtSettingRow
 

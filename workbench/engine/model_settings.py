@@ -1,5 +1,6 @@
-"""The load-time settings a model opens with (Qt-free): its own, remembered from the last time
-it was open, or defaults that fit it and this machine, never those chosen for another model.
+"""A model's own load-time settings: remembered from the last time it was open, or defaults
+fitted to it and this machine, never those chosen for another model. engine/opening.py lays
+them over the other layers (the one place that decides what a model opens with).
 
 A 256-token context picked for a synthetic model, streaming turned on for a big MoE or a drop
 fraction set for an experiment belong to that model: opening another starts from what suits
@@ -15,20 +16,21 @@ damaged file remembers nothing; an entry that no longer validates is ignored.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workbench.atomic_write import write_text_atomic
-from workbench.config import BY_NAME, SETTINGS, Config, fmt_number, validate
+from workbench.config import (
+    BY_NAME,
+    SETTINGS,
+    Config,
+    fmt_number,
+    follow_app_defaults,
+)
 from workbench.file_kind import read_text
 from workbench.moe.layout import ModelFacts
 from workbench.moe.memory_estimate import estimate_memory
-from workbench.ui.settings.evaluate import follow_app_defaults
-
-log = logging.getLogger("workbench.ui")
 
 FILE_NAME = "model_settings.json"
 # What a model remembers: the load-scope settings but the file itself (the key) and its
@@ -37,29 +39,6 @@ LOAD_KEYS: tuple[str, ...] = tuple(s.name for s in SETTINGS
                                    if s.scope == "load" and s.name not in ("model", "mmproj"))
 MIN_FITTED_CTX = 512  # tokens: below this a fitted context is not worth halving further
 MEMORY_SHARE = 0.8  # of the memory available now, what a model's estimate may take
-
-
-@dataclass(frozen=True, slots=True)
-class OpeningSettings:
-    # What the model opens with (its projector set by the caller), before fit_reply: the
-    # reply the window asks for may be too long for this model's context.
-    config: Config
-    remembered: bool  # its own settings from the last time (else fitted defaults)
-    fitted_to: str = ""  # what the defaults were fitted to ("its trained context"), or ""
-
-    def chosen(self, edited: Config | None = None) -> Config:
-        """What to load: these settings (or `edited`, as the user changed them in the picker)
-        with a reply that fits the context."""
-        return fit_reply(edited or self.config)[0]
-
-    def note(self, chosen: Config | None = None) -> str:
-        """For the picker: where the settings come from and what they are (`chosen`: as the
-        user has edited them there), with the reply shortened to fit when it must be."""
-        chosen, shortened = fit_reply(chosen or self.config)
-        origin = ("Opens with its own settings from the last time" if self.remembered
-                  else "Opens with defaults for this model"
-                  + (f" (fitted to {self.fitted_to})" if self.fitted_to else ""))
-        return " ".join(filter(None, (f"{origin}: {describe(chosen)}.", shortened)))
 
 
 def settings_file(data: Path) -> Path:
@@ -76,10 +55,14 @@ def load_remembered(data: Path) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, dict)}
 
 
-def with_model(remembered: Mapping[str, dict[str, Any]], config: Config
-               ) -> dict[str, dict[str, Any]]:
-    """`remembered` with `config`'s load-time settings kept for its model."""
-    return {**remembered, config.model: {k: getattr(config, k) for k in LOAD_KEYS}}
+def with_model(remembered: Mapping[str, dict[str, Any]], config: Config, *,
+               threads_chosen: bool = True) -> dict[str, dict[str, Any]]:
+    """`remembered` with `config`'s load-time settings kept for its model. A thread count the
+    user did not choose (`threads_chosen` False: measured at open, or the default) is left
+    out, so the next opening decides it again (engine/opening.py); one in the entry is a
+    choice, and wins."""
+    keys = [k for k in LOAD_KEYS if threads_chosen or k != "n_threads"]
+    return {**remembered, config.model: {k: getattr(config, k) for k in keys}}
 
 
 def save_remembered(data: Path, remembered: Mapping[str, dict[str, Any]]) -> None:
@@ -100,30 +83,13 @@ def fit_reply(config: Config) -> tuple[Config, str]:
         f"{config.n_ctx}-token context.")
 
 
-def opening_settings(model: Path, facts: ModelFacts | None, base: Config,
-                     remembered: Mapping[str, Mapping[str, Any]],
-                     available_mib: float = -1.0) -> OpeningSettings:
-    """What `model` opens with: `base`'s per-request settings, and the load-time settings it
-    had last time when they still validate, else defaults fitted to its size and to
-    `available_mib` (-1: unknown) of memory."""
-    key = str(model)
-    own = remembered.get(key)
-    if own:
-        values = {k: v for k, v in own.items() if k in LOAD_KEYS}
-        try:
-            candidate = base.replace(model=key, **values)
-        except (TypeError, ValueError):  # another version's entry
-            candidate = None
-        if candidate is not None and not validate(fit_reply(candidate)[0]):
-            return OpeningSettings(candidate, True)
-    config, why = _fitted(model, facts, base, available_mib)
-    return OpeningSettings(config, False, why)
-
-
-def _fitted(model: Path, facts: ModelFacts | None, base: Config, available_mib: float
-            ) -> tuple[Config, str]:
+def fitted(model: str, facts: ModelFacts | None, base: Config, available_mib: float = -1.0
+           ) -> tuple[Config, str]:
+    """`base` with the default load-time settings fitted to `model`'s size (`facts`; None:
+    unknown) and to `available_mib` (-1: unknown) of memory, and what they were fitted to
+    ("its trained context", "" when nothing changed)."""
     defaults = Config()
-    config = base.replace(model=str(model), **{k: getattr(defaults, k) for k in LOAD_KEYS})
+    config = base.replace(model=model, **{k: getattr(defaults, k) for k in LOAD_KEYS})
     if facts is None:
         return config, ""
     why: list[str] = []
