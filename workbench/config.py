@@ -253,6 +253,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("auto_title", "bool", True, "Automatic titles", "Chat",
             "The window has the model name a new conversation after its first answer",
             "request", requires=_CHAT),
+    Setting("token_alternatives", "int", 0, "Token alternatives", "Chat",
+            "Likeliest alternatives the window shows per token, with probabilities; 0 off (on: no "
+            "speculation)",
+            "request", unit="tokens", min=0, max=20, special=((0, "off"),)),
     # Streaming: load-time; inert (and not validated) while streaming is off.
     Setting("moe_stream", "bool", False, "Stream experts", "Streaming",
             "Read each token's routed experts from disk instead of holding them all (MoE only)",
@@ -365,7 +369,7 @@ RENAMED: dict[str, str] = {old: s.name for s in SETTINGS for old in s.renamed_fr
 # conversation never reloads the model. Named here, once; checked below.
 CONVERSATION_SETTINGS: tuple[str, ...] = (
     "system_prompt", "temp", "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty",
-    "frequency_penalty", "repeat_last_n", "seed",
+    "frequency_penalty", "repeat_last_n", "seed", "token_alternatives",
 )
 
 
@@ -408,6 +412,7 @@ class Config:
     think: bool = _default("think")
     system_prompt: str = _default("system_prompt")
     auto_title: bool = _default("auto_title")
+    token_alternatives: int = _default("token_alternatives")
     moe_stream: bool = _default("moe_stream")
     cache_mb: int = _default("cache_mb")
     cache_auto: bool = _default("cache_auto")

@@ -47,7 +47,7 @@ def test_upstream_columns_come_first_in_upstream_order() -> None:
     assert (*mc.UPSTREAM_COLUMNS, *mc.EXTRA_COLUMNS) == mc.COLUMNS
     assert mc.EXTRA_COLUMNS == ("experts_routed", "experts_dropped", "drafted", "draft_len",
                                 "draft_kept", "experts_reranked", "experts_substituted",
-                                "token_id", "piece")
+                                "grammar_ms", "token_id", "piece")
 
 
 def test_upstream_v1_columns_are_a_prefix_of_v2() -> None:

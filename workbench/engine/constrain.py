@@ -92,9 +92,20 @@ class TurnPicks:
     def last_choice(self) -> TokenChoice | None:
         return self._last
 
+    @property
+    def constrained(self) -> bool:
+        """A grammar runs (or waits for its trigger) this turn."""
+        return self._picker.constrained
+
+    def last_grammar_ms(self) -> float:
+        """The grammar's time for the last pick (mask and accept, or the wait for a lazy
+        grammar's trigger), in ms: the token's `grammar_ms`. The summary's `grammar_seconds`
+        counts the same picks on its own (`Picker.grammar_ns`)."""
+        return self._picker.last_grammar_ns / 1e6
+
     def fill_summary(self, summary: RunSummary) -> None:
         """The grammar's time over the turn (-1: no grammar), apart from the decode time."""
-        if self._picker.constrained:
+        if self.constrained:
             summary.grammar_seconds = self._picker.grammar_ns / 1e9
 
     def close(self) -> None:

@@ -148,6 +148,10 @@ SPECS: tuple[Column, ...] = (
            "of those, experts substitution brought into a token's set in place of the router's "
            "(a cached expert for an uncached one; a reorder counts 0)", upstream=False,
            note="-1 while substitution is off"),
+    Column("grammar_ms", _MS, "ms", "loop",
+           "a grammar's mask and accept for this token's pick (structured output, a tool "
+           "call's arguments): part of `loop_overhead_ms`, never of `wall_ms`", upstream=False,
+           note="-1 without a grammar"),
     Column("token_id", _INT, "id", "loop", "vocabulary id of the token", upstream=False),
     Column("piece", _TEXT, "text", "loop", "the token's text, escaped as below", upstream=False),
     # In the record only: the parsed answer and reasoning so far, which the window shows.

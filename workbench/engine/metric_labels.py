@@ -48,6 +48,7 @@ SHOWN: tuple[Shown, ...] = (
     Shown("cache_budget_mib", "cache budget", "budget"),
     Shown("dense_resident_frac", "dense weights resident", "dense"),
     Shown("cpu_cores", "CPU time / wall", "cpu", of="cpu_ms", derived_unit="cores"),
+    Shown("grammar_ms", "grammar", "grammar"),
 )
 BY_NAME: dict[str, Shown] = {s.name: s for s in SHOWN}
 UNITLESS = frozenset({"count"})  # a readout prints the number alone

@@ -60,6 +60,9 @@ class TokenMetrics:
     drafted: int = -1
     draft_len: int = -1
     draft_kept: int = -1
+    # A grammar's time for this token's pick (engine/constrain.py), outside the decode
+    # bracket; -1 when the turn ran no grammar.
+    grammar_ms: float = UNMEASURED
     # Overlap/route-ahead columns of the upstream schema, which this engine does not have.
     drain_ms: float = UNMEASURED
     adopt_ms: float = UNMEASURED

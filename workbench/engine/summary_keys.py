@@ -119,7 +119,9 @@ KEYS: tuple[SummaryKey, ...] = (
                "`tokens / mtp_decodes`: 1 without speculation", upstream=False),
     SummaryKey("grammar_s", "%.4f", "grammar_seconds",
                "a grammar's time this turn (structured output: its mask and accept per token, "
-               "inside `loop_overhead_s/tok`, never in the decode time); -1 without a grammar",
+               "inside `loop_overhead_s/tok`, never in the decode time): the sum of the "
+               "`grammar_ms` column, plus the pick of an end token (which has no row); -1 "
+               "without a grammar",
                upstream=False),
 )
 

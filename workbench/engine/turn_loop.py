@@ -97,6 +97,9 @@ class TurnParts:
     projector: mtmd.Projector | None = None  # reads the prompt's images, when it has any
     # The choice behind the token `pick_token` returned last (a turn with a `Decoding`).
     last_choice: Callable[[], TokenChoice | None] = lambda: None
+    # The grammar's time (ms) for the token `pick_token` returned last; None: no grammar runs,
+    # and the rows keep grammar_ms at -1 with no work per token.
+    grammar_ms: Callable[[], float] | None = None
 
     @classmethod
     def lent(cls, parts: ModelParts, cancel: threading.Event, memory: MemoryProbe,
@@ -136,6 +139,7 @@ class TurnLoop:
         prev_end = prefill_end
         stop, error = StopReason.LENGTH, ""
         spec = p.speculator
+        grammar_ms = p.grammar_ms
         if streaming is not None:
             streaming.start_generation(len(kv.tokens))
         while len(rows) < turn.n_predict:
@@ -198,6 +202,8 @@ class TurnLoop:
                     row.drafted = 0 if first else 1
                     row.draft_len = len(drafts)
                     row.draft_kept = len(fed) - 1
+                if grammar_ms is not None:  # the pick of `tok`, before its decode (no drafts)
+                    row.grammar_ms = grammar_ms()
                 if streaming is not None:
                     streaming.fill(row)
                 rows.append(row)

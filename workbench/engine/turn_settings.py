@@ -16,8 +16,9 @@ from typing import Any
 from workbench.config import BY_NAME, PY_TYPES, SETTINGS, Config, Problem, validate
 
 # Request-scope settings that are not a turn's: the conversation memory's budgets belong to the
-# session, automatic titles to the window.
-SESSION_WIDE: tuple[str, ...] = ("auto_title", "kv_pool_mb", "kv_disk_mb")
+# session, automatic titles and the token view to the window (which turns the latter into the
+# request's `decoding`: ui/chat/token_view.py).
+SESSION_WIDE: tuple[str, ...] = ("auto_title", "token_alternatives", "kv_pool_mb", "kv_disk_mb")
 TURN_SETTING_NAMES: tuple[str, ...] = tuple(
     s.name for s in SETTINGS if s.scope == "request" and s.name not in SESSION_WIDE)
 # The ones that make up the sampling chain: a change builds a new chain (a new seed sequence).

@@ -15,7 +15,7 @@ from typing import Any
 
 from workbench.backend.grammar import SchemaError, schema_to_gbnf
 from workbench.engine.constrain import NO_LOGPROBS, Decoding
-from workbench.engine.token_choice import TokenChoice
+from workbench.engine.token_choice import TokenChoice, token_text
 from workbench.server.errors import bad_request
 
 MAX_TOP_LOGPROBS_CHAT = 20  # OpenAI's limits
@@ -110,15 +110,6 @@ def _is_int(value: Any) -> bool:
 
 
 # ---- out ------------------------------------------------------------------------------------
-
-
-def token_text(piece: bytes) -> str:
-    """A token as text; a piece that is part of a UTF-8 character is spelt as its bytes, as
-    OpenAI does (`bytes:\\xe2\\x80`)."""
-    try:
-        return piece.decode("utf-8")
-    except UnicodeDecodeError:
-        return "bytes:" + "".join(f"\\x{b:02x}" for b in piece)
 
 
 def chat_logprobs(choices: list[TokenChoice]) -> dict[str, Any]:

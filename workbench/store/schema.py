@@ -165,6 +165,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN quality TEXT NOT NULL DEFAULT '{}';
     """,
+    # 9: a grammar's time per token (structured output, tool calls); -1 = no grammar ran.
+    """
+    ALTER TABLE run_tokens ADD COLUMN grammar_ms REAL NOT NULL DEFAULT -1;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -263,6 +263,7 @@ class QtMainWindow(QMainWindow):
         self.chat_view.version_requested.connect(
             lambda mid: spawn(self.chat.switch_version(mid), name="open-conversation"))
         self.chat_view.token_clicked.connect(self.telemetry.highlight)
+        self.chat_view.token_hovered.connect(self.telemetry.show_token)
         self.telemetry.span_selected.connect(self.chat_view.mark_span)
         self.telemetry.headline_updated.connect(self._live_rate)
         self.status.cancel_load_requested.connect(self.bridge.cancel_open)

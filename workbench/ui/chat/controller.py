@@ -33,7 +33,7 @@ from workbench.engine.requests import (
 from workbench.engine.turn_settings import TurnSettings
 from workbench.store import Message, MessageStats, StoredImage, continued_stats
 from workbench.ui.bridge import LoadedModel
-from workbench.ui.chat import auto_title
+from workbench.ui.chat import auto_title, token_view
 from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import NO_PROJECTOR_HINT, QtComposer
@@ -469,7 +469,8 @@ class ChatController:
                                       conversation=str(answer.conversation_id),
                                       think=self.composer.think.isChecked(),
                                       continue_from=continue_from,
-                                      continue_reasoning=continue_reasoning, images=images)
+                                      continue_reasoning=continue_reasoning, images=images,
+                                      decoding=token_view.decoding(self.config))
             async for event in self.bridge.generate(request, self._stop):
                 if isinstance(event, TokenEvent):
                     self._on_token(event, recorder, widget)
@@ -512,7 +513,7 @@ class ChatController:
             self.status.set_state("generating")
             widget.set_status_text("")
         recorder.on_token(event)
-        self.telemetry.append(event.metrics)
+        self.telemetry.append(event.metrics, event.choice)
         if self.expert_map is not None:
             self.expert_map.add(event.expert_map)
         widget.stream_text(recorder.answer, recorder.reasoning, recorder.thinking_tokens)

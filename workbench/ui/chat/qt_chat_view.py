@@ -31,6 +31,7 @@ class QtChatView(QWidget):
     edit_closed = Signal()  # an inline editor closed while it had the keyboard focus
     version_requested = Signal(int)
     token_clicked = Signal(int)
+    token_hovered = Signal(int)
     tokens_shown = Signal(object)  # a QtMessageWidget that was given its tokens (set_tokens)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -89,6 +90,7 @@ class QtChatView(QWidget):
         widget.edit_closed.connect(self.edit_closed)
         widget.version_requested.connect(self.version_requested)
         widget.token_clicked.connect(self.token_clicked)
+        widget.token_hovered.connect(self.token_hovered)
         widget.tokens_set.connect(lambda w=widget: self.tokens_shown.emit(w))
         self._layout.insertWidget(self._layout.count() - 1, widget)
         self._widgets.append(widget)

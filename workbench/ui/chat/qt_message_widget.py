@@ -54,6 +54,7 @@ class QtMessageWidget(QFrame):
     edit_closed = Signal()  # the inline editor closed while it had the keyboard focus
     version_requested = Signal(int)  # message id of the sibling to show
     token_clicked = Signal(int)  # token index across the conversation (x on the plots)
+    token_hovered = Signal(int)  # ...under the pointer in the token view (the plots' readout)
     tokens_set = Signal()  # set_tokens gave it its tokens (the stall explainer listens)
 
     def __init__(self, shown: ShownMessage, parent: QWidget | None = None) -> None:
@@ -144,6 +145,7 @@ class QtMessageWidget(QFrame):
             self.token_view.setWordWrap(True)
             self.token_view.setTextFormat(Qt.TextFormat.RichText)
             self.token_view.linkActivated.connect(self._token_link)
+            self.token_view.linkHovered.connect(self._token_hover)
             self._layout.insertWidget(self._layout.indexOf(self.body) + 1, self.token_view)
         return self.token_view
 
@@ -310,6 +312,11 @@ class QtMessageWidget(QFrame):
     def _token_link(self, link: str) -> None:
         if link.startswith("tok:") and self._token_x0 >= 0:
             self.token_clicked.emit(self._token_x0 + int(link[4:]))
+
+    def _token_hover(self, link: str) -> None:
+        """The pointer on a token (link "" when it leaves): the plots' readout reads it."""
+        if link.startswith("tok:") and self._token_x0 >= 0:
+            self.token_hovered.emit(self._token_x0 + int(link[4:]))
 
     # ---- actions ------------------------------------------------------------------------------
 

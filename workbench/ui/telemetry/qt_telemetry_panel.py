@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.engine.token_choice import TokenChoice
 from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.qt_stable_label import QtStableLabel
 from workbench.ui.qt_text_style import SMALL_PX, dim_text
@@ -102,6 +103,9 @@ class QtTelemetryPanel(QWidget):
         self.highlighted_x: int | None = None
         self._span_regions: list[tuple[pg.PlotItem, pg.LinearRegionItem]] = []
         self.span: SpanSummary | None = None
+        # The token view's choices (ui/chat/token_view.py), by x: only tokens generated with it
+        # on have one; the oldest go with the ring buffer's rows.
+        self.choices: dict[int, TokenChoice] = {}
         # Whether the session reads experts with O_DIRECT: only then are reads "flash" reads.
         self.o_direct = False
 
@@ -110,6 +114,7 @@ class QtTelemetryPanel(QWidget):
         self.follow_button.setEnabled(False)
         self.follow_button.clicked.connect(lambda: self.set_following(True))
         self.readout = QLabel("Hover a plot to read a token's values")
+        self.readout.setTextFormat(Qt.TextFormat.PlainText)  # it quotes the model's tokens
         dim_text(self.readout, pixel_size=SMALL_PX)
         self.readout.setWordWrap(True)
         self.span_readout = QLabel()
@@ -289,10 +294,15 @@ class QtTelemetryPanel(QWidget):
             plot, line, _ = self._turn_lines.pop(0)
             plot.removeItem(line)
 
-    def append(self, metrics: Any) -> int:
-        """One token's row (TokenMetrics or a stored dict); returns its x. Cheap: no painting."""
+    def append(self, metrics: Any, choice: TokenChoice | None = None) -> int:
+        """One token's row (TokenMetrics or a stored dict), with what it was chosen from when
+        the token view is on; returns its x. Cheap: no painting."""
         x = self.next_x
         self.ring.append(row_values(metrics_getter(metrics), x, self.turn))
+        if choice is not None:
+            self.choices[x] = choice
+            if len(self.choices) > self.ring.capacity:
+                del self.choices[next(iter(self.choices))]  # the oldest, gone from the ring
         self.next_x += 1
         self._dirty = True
         if not isinstance(metrics, dict):
@@ -317,6 +327,7 @@ class QtTelemetryPanel(QWidget):
 
     def clear(self) -> None:
         self.ring.clear()
+        self.choices.clear()
         self.next_x = 0
         self.turn = -1
         for plot, line, _ in self._turn_lines:
@@ -574,10 +585,15 @@ class QtTelemetryPanel(QWidget):
         for plot in self.plots.values():
             if plot.sceneBoundingRect().contains(pos):
                 x = plot.getViewBox().mapSceneToView(pos).x()
-                row = self.row_at(round(x))
-                if row is not None:
-                    self.readout.setText(readout(row, self.ring.index))
+                self.show_token(round(x))
                 return
+
+    def show_token(self, x: int) -> None:
+        """Read token x's values (and its alternatives, when recorded) in the readout line: a
+        plot or a token in the chat's token view hovered."""
+        row = self.row_at(x)
+        if row is not None:
+            self.readout.setText(readout(row, self.ring.index, self.choices.get(x)))
 
     def highlight(self, x: int) -> None:
         """Mark token x on every plot (a clicked token in the chat), bringing it into view."""
@@ -599,7 +615,7 @@ class QtTelemetryPanel(QWidget):
             dot = pg.ScatterPlotItem([x], [value], size=9, brush=pg.mkBrush("#d50000"))
             plot.addItem(dot)
             self._highlight.append((plot, dot))
-        self.readout.setText(readout(row, self.ring.index))
+        self.readout.setText(readout(row, self.ring.index, self.choices.get(x)))
         self.set_following(False)
         view = self.plots["wall"].getViewBox().viewRange()[0]
         if not view[0] <= x <= view[1]:

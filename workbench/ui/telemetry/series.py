@@ -8,6 +8,7 @@ them are one table, `SERIES`.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 
 from workbench.engine import metric_columns, metric_labels
 from workbench.engine.measured import as_measured
+from workbench.engine.token_choice import TokenChoice
 from workbench.ui.telemetry import speculation
 
 MIB = 1024 * 1024
@@ -26,7 +28,7 @@ FIELDS = (
     "wall_ms", "compute_ms", "io_ms", "stall_ms", "mgmt_ms", "read_bytes", "cpu_ms",
     "cache_hit_pct", "rss_anon_mib", "rss_file_mib", "swap_mib", "mem_available_mib",
     "majflt", "majflt_mib", "loop_overhead_ms", "experts_routed", "experts_dropped",
-    *speculation.FIELDS,
+    "grammar_ms", *speculation.FIELDS,
 )
 _unknown = [name for name in FIELDS if name not in metric_columns.BY_NAME]
 if _unknown:
@@ -97,6 +99,7 @@ SERIES: tuple[tuple[str, Callable[[Measured], float]], ...] = (
     ("majflt_mib", itemgetter("majflt_mib")),
     ("cpu_cores", _cores),
     ("loop_overhead_ms", itemgetter("loop_overhead_ms")),
+    ("grammar_ms", itemgetter("grammar_ms")),
     *speculation.SERIES,
 )
 COLUMNS = tuple(name for name, _ in SERIES)
@@ -215,16 +218,32 @@ def axis_unit(unit: str, top: float) -> tuple[str, float]:
 READOUT: tuple[tuple[str, int], ...] = (
     ("wall_ms", 1), ("compute_ms", 1), ("io_ms", 1), ("mgmt_ms", 1), ("read_mib", 2),
     ("cache_hit_pct", 1), ("drop_pct", 1), ("rss_anon_mib", 0), ("rss_file_mib", 0),
-    ("mem_available_mib", 0), ("majflt", 0), ("cpu_cores", 2),
+    ("mem_available_mib", 0), ("majflt", 0), ("cpu_cores", 2), ("grammar_ms", 2),
 )
 
 
-def readout(row: Any, index: dict[str, int]) -> str:
-    """'token 812 (turn 3): wall 41.0 ms · compute 41.0 ms · ...'; unmeasured shown as '–'."""
-    parts = [f"token {int(row[index['x']])} (turn {int(row[index['turn']])})"]
+def readout(row: Any, index: dict[str, int], choice: TokenChoice | None = None) -> str:
+    """'token 812 (turn 3): wall 41.0 ms · compute 41.0 ms · ...'; unmeasured shown as '–'.
+    With the token view's `choice` the token comes first, with what it was chosen from:
+    'token 812 (turn 3) " fox" p 0.82, alternatives " fox" 0.82 · " dog" 0.1: wall ...'."""
+    head = f"token {int(row[index['x']])} (turn {int(row[index['turn']])})"
+    parts = [f"{head} {choice_text(choice)}" if choice is not None else head]
     for column, digits in READOUT:
         value = row[index[column]]
         shown = ("–" if math.isnan(value)
                  else metric_labels.readout_value(column, value, digits))
         parts.append(f"{metric_labels.BY_NAME[column].short} {shown}")
     return ": ".join([parts[0], " · ".join(parts[1:])])
+
+
+def choice_text(choice: TokenChoice) -> str:
+    """'" fox" p 0.82, alternatives " fox" 0.82 · " dog" 0.1': a token, its probability, and
+    the likeliest candidates it was picked from (the token view, ui/chat/token_view.py)."""
+    shown = f"{_quoted(choice.text)} p {choice.p:.3g}"
+    alternatives = " · ".join(f"{_quoted(text)} {p:.3g}" for text, p in choice.alternatives())
+    return f"{shown}, alternatives {alternatives}" if alternatives else shown
+
+
+def _quoted(text: str) -> str:
+    """A token's text in quotes, its spaces kept and its line breaks and tabs spelt out."""
+    return json.dumps(text, ensure_ascii=False)
