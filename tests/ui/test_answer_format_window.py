@@ -65,11 +65,14 @@ def last_answer(window) -> str:
 
 
 def test_answers_follow_the_conversations_answer_format(qtbot, make_window, model_config):
-    window = make_window(model_config.replace(n_predict=96))
+    # Free JSON may go on until the token limit (a cut answer is cut JSON): a question whose
+    # object is short, and tokens to spare.
+    window = make_window(model_config.replace(n_predict=64))
     edit_in_dialog(qtbot, window, answer_format="json")  # kept with its first answer
-    send(qtbot, window, "Describe a cat as JSON.")
+    send(qtbot, window, "What is 2+2? Answer as JSON.")
     chat = window.chat.conversation_id
-    assert window.chat_view.messages[-1].shown.status == "complete"
+    answer = window.chat_view.messages[-1]
+    assert "token limit" not in answer.stats.text(), last_answer(window)
     assert isinstance(json.loads(last_answer(window)), dict), last_answer(window)
 
     edit_in_dialog(qtbot, window, answer_format="schema", answer_schema=json.dumps(CAT))
