@@ -163,6 +163,8 @@ def _lru_cache_on(cfg: Any) -> bool:
                                                        and cfg.cache_mb > 0)))
 
 
+ANSWER_FORMATS = ("text", "json", "schema")
+
 _CACHE_GATE = ("expert streaming is on with the LRU cache (cache_mb > 0 or cache_auto)",
                _lru_cache_on)
 
@@ -250,6 +252,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("system_prompt", "str", "", "System prompt", "Chat",
             "Instructions sent as the system message; empty leaves it to the chat template",
             "request", metavar="TEXT", requires=_CHAT),
+    # The answer's format (engine/answer_format.py): held to a grammar while it is sampled, the
+    # same the server builds from `response_format`. A turn with tools follows their grammar.
+    Setting("answer_format", "choice", "text", "Answer format", "Chat",
+            "Free text, one JSON object, or JSON that validates against the answer schema",
+            "request", choices=ANSWER_FORMATS),
+    Setting("answer_schema", "str", "", "Answer schema", "Chat",
+            "The JSON schema that answers in the schema format validate against",
+            "request", metavar="JSON", requires=("answer_format", "==", "schema")),
     Setting("auto_title", "bool", True, "Automatic titles", "Chat",
             "The window has the model name a new conversation after its first answer",
             "request", requires=_CHAT),
@@ -369,7 +379,8 @@ RENAMED: dict[str, str] = {old: s.name for s in SETTINGS for old in s.renamed_fr
 # conversation never reloads the model. Named here, once; checked below.
 CONVERSATION_SETTINGS: tuple[str, ...] = (
     "system_prompt", "temp", "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty",
-    "frequency_penalty", "repeat_last_n", "seed", "token_alternatives",
+    "frequency_penalty", "repeat_last_n", "seed", "token_alternatives", "answer_format",
+    "answer_schema",
 )
 
 
@@ -411,6 +422,8 @@ class Config:
     n_predict: int = _default("n_predict")
     think: bool = _default("think")
     system_prompt: str = _default("system_prompt")
+    answer_format: str = _default("answer_format")
+    answer_schema: str = _default("answer_schema")
     auto_title: bool = _default("auto_title")
     token_alternatives: int = _default("token_alternatives")
     moe_stream: bool = _default("moe_stream")
@@ -763,9 +776,28 @@ def check_draft_source(cfg: Config) -> list[Problem]:
     return out
 
 
+def check_answer_schema(cfg: Config) -> list[Problem]:
+    """The schema format needs a schema: JSON text of an object (whether the grammar can hold
+    an answer to it is the engine's check, engine/answer_format.py: it needs the backend)."""
+    if cfg.answer_format != "schema" or not isinstance(cfg.answer_schema, str):
+        return []
+    if not cfg.answer_schema.strip():
+        return [Problem("answer_schema", "the schema answer format needs a JSON schema: paste "
+                        "one or load it from a file, or choose the text or json format")]
+    try:
+        value = json.loads(cfg.answer_schema)
+    except (ValueError, RecursionError) as exc:
+        return [Problem("answer_schema", f"the answer schema is not JSON ({exc}); fix it or "
+                        "load the schema from a file")]
+    if not isinstance(value, dict):
+        return [Problem("answer_schema", "the answer schema must be a JSON object (a JSON "
+                        f"schema), not {type(value).__name__}")]
+    return []
+
+
 RULES: list[Rule] = [check_types, check_ranges, check_ubatch_fits_context, check_reply_fits_context,
                      check_one_cache_size, check_drop_needs_the_cache,
-                     check_substitute_needs_the_cache, check_draft_source]
+                     check_substitute_needs_the_cache, check_draft_source, check_answer_schema]
 
 
 def validate(cfg: Config) -> list[Problem]:

@@ -165,3 +165,15 @@ def test_a_call_becomes_one_request_over_the_models_defaults():
     assert raw.raw and raw.conversation == RAW_KEY and raw.settings.system_prompt == ""
     other = build_request(_Opened("/models/other.gguf"), parse_chat({"messages": USER}))
     assert other.settings.system_prompt == ""  # a model without defaults of its own
+
+
+def test_a_served_answer_is_free_text_whatever_the_windows_conversation_asks():
+    """A server in the window shares its session: the open conversation's answer format (a
+    conversation setting) must not hold the API's answers; `response_format` decides."""
+    from workbench.server.runner import build_request
+
+    window = _Opened("")
+    window.config = window.config.replace(answer_format="schema",
+                                          answer_schema='{"type": "object"}')
+    call = build_request(window, parse_chat({"messages": USER}))
+    assert (call.settings.answer_format, call.settings.answer_schema) == ("text", "")

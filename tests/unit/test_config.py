@@ -63,7 +63,7 @@ def test_attribute_names_are_the_engine_contract() -> None:
         "mmproj",
         "temp", "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty",
         "frequency_penalty", "repeat_last_n", "seed", "n_predict", "think", "system_prompt",
-        "auto_title", "token_alternatives",
+        "answer_format", "answer_schema", "auto_title", "token_alternatives",
         "moe_stream", "cache_mb", "cache_auto", "cache_floor_mb", "cache_ceil_mb", "io_threads",
         "o_direct", "dense_weights", "lean_load", "cache_policy", "cache_guard",
         "cache_warm_start", "prefetch", "n_expert_used", "drop_cold_frac", "drop_renorm",

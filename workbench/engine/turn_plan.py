@@ -1,11 +1,13 @@
 """How one turn decodes, decided before it runs: its tool calls, its constrained picks and its
-speculator. A grammar (a response format's, or the tools') decides whether drafts may be
-verified, so the three are chosen together, once, and settled together after the turn."""
+speculator. A grammar (a response format's, the tools' or the answer format's) decides whether
+drafts may be verified, so the three are chosen together, once, and settled together after the
+turn."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.engine.answer_format import with_answer_format
 from workbench.engine.constrain import TurnPicks
 from workbench.engine.model_load import ModelParts
 from workbench.engine.requests import SPEC_GREEDY_ONLY, GenerateRequest, GenerateResult
@@ -27,7 +29,8 @@ class TurnPlan:
         """GrammarError or SchemaError when the request's grammar cannot be built."""
         assert parts.model is not None and parts.ctx is not None
         calls = ToolTurn.of(request.tools, parts.template, request.raw)
-        decoding = calls.decoding(request.decoding) if calls else request.decoding
+        decoding = calls.decoding(request.decoding) if calls else with_answer_format(
+            request.decoding, settings.answer_format, settings.answer_schema)
         picks = TurnPicks.for_turn(parts.model, parts.ctx, settings, decoding)
         speculator, note = speculator_for(
             settings.spec, settings.spec_draft_max, sampling, parts.drafter, parts.model.is_eog,

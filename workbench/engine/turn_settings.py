@@ -27,8 +27,10 @@ SAMPLING_NAMES: tuple[str, ...] = tuple(
 
 
 # What a turn's record says it ran with (RunSummary.turn_settings, the metrics file's per-turn
-# line): all of it but the system prompt, text of any length that the run's settings hold once.
-RECORDED_PER_TURN: tuple[str, ...] = tuple(n for n in TURN_SETTING_NAMES if n != "system_prompt")
+# line): all of it but the system prompt and the answer schema, text of any length that the run's
+# settings hold once.
+RECORDED_PER_TURN: tuple[str, ...] = tuple(n for n in TURN_SETTING_NAMES
+                                           if n not in ("system_prompt", "answer_schema"))
 
 
 class _TurnSettingsMethods:

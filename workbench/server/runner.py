@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.engine.answer_format import TEXT
 from workbench.engine.model_defaults import model_defaults
 from workbench.engine.requests import (
     GenerateRequest,
@@ -216,11 +217,14 @@ def request_settings(session: Session, call: EngineCall) -> TurnSettings:
     """A call's turn settings: the open session's, with the model's default system prompt (the
     one the window starts with: a request without a system message gets the same assistant),
     then the call's own fields. A system message in the call replaces that prompt: it is the
-    first message of the conversation, and the chat template puts it first."""
+    first message of the conversation, and the chat template puts it first. The answer format
+    is the request's own (`response_format`, else free text), never the window's conversation's
+    (a server in the window shares its session)."""
     system_prompt = model_defaults(session.config.model).system_prompt
     if call.kind != "chat" or any(m.get("role") == "system" for m in call.messages):
         system_prompt = ""
-    return TurnSettings.of(session.config).replace(system_prompt=system_prompt, **call.settings)
+    return TurnSettings.of(session.config).replace(
+        system_prompt=system_prompt, answer_format=TEXT, answer_schema="", **call.settings)
 
 
 def build_request(session: Session, call: EngineCall) -> GenerateRequest:

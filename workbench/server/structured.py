@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.backend.grammar import SchemaError, schema_to_gbnf
+from workbench.engine.answer_format import JSON_OBJECT
 from workbench.engine.constrain import NO_LOGPROBS, Decoding
 from workbench.engine.token_choice import TokenChoice, token_text
 from workbench.server.errors import bad_request
@@ -57,7 +58,7 @@ def _response_format(value: Any) -> str:
         return ""
     if kind == "json_object":
         # llama.cpp's server takes a schema here too; without one, any JSON object.
-        schema = value.get("schema", {"type": "object"})
+        schema = value.get("schema", JSON_OBJECT)
         return _compile(schema, "response_format.schema")
     if kind == "json_schema":
         spec = value.get("json_schema")

@@ -1,25 +1,22 @@
 """Tool calls through the API: `tools`, `tool_choice`, `parallel_tool_calls`, past calls and
 `role: tool` replies in, OpenAI's `tool_calls` (whole, or as stream deltas) out.
 
-In: each tool's `parameters` schema must be one the grammar can enforce (the same check as
-`response_format`'s), so a call's arguments always validate; a bad field is a 400 that names
-it. Out: calls carry ids (the model's own where its format writes them, else `call_...`),
-`finish_reason: "tool_calls"`. A stream holds back the answer from where a call may open (the
+In: each tool is read by engine/tools/declared.py (the window's tools files are too): its
+`parameters` schema must be one the grammar can enforce (the same check as `response_format`'s),
+so a call's arguments always validate; a bad field is a 400 that names it. Out: calls carry ids
+(the model's own where its format writes them, else `call_...`), `finish_reason:
+"tool_calls"`. A stream holds back the answer from where a call may open (the
 format's opening text), so call markup never reaches the client as text.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-from workbench.backend.grammar import SchemaError, schema_to_gbnf
-from workbench.engine.tools.calls import AUTO, NONE, REQUIRED, Tool, ToolCall, ToolCalling
+from workbench.engine.tools.calls import AUTO, NONE, REQUIRED, ToolCall, ToolCalling
+from workbench.engine.tools.declared import ToolDeclarationError, declared_tools
 from workbench.server.errors import bad_request
-
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # OpenAI's rule for function names
-MAX_TOOLS = 128
 
 
 def parse_tools(data: dict[str, Any]) -> ToolCalling | None:
@@ -33,12 +30,11 @@ def parse_tools(data: dict[str, Any]) -> ToolCalling | None:
         if choice not in (None, NONE, AUTO):
             raise bad_request("'tool_choice' needs 'tools'", "tool_choice")
         return None
-    if not isinstance(raw, list) or len(raw) > MAX_TOOLS:
-        raise bad_request(f"'tools' must be an array of at most {MAX_TOOLS} tools", "tools")
-    tools = tuple(_tool(t, i) for i, t in enumerate(raw))
+    try:
+        tools = declared_tools(raw)
+    except ToolDeclarationError as exc:
+        raise bad_request(str(exc), exc.param) from None
     names = [t.name for t in tools]
-    if len(set(names)) != len(names):
-        raise bad_request("two tools have the same name", "tools")
     for name in ("response_format", "grammar"):
         if data.get(name) not in (None, "", {"type": "text"}):
             raise bad_request(f"send either 'tools' or '{name}', not both", name)
@@ -53,33 +49,6 @@ def parse_tools(data: dict[str, Any]) -> ToolCalling | None:
         raise bad_request(f"tool_choice names {function['name']!r}, which is not in 'tools'",
                           "tool_choice")
     return ToolCalling(tools, REQUIRED, function=function["name"], parallel=parallel)
-
-
-def _tool(raw: Any, i: int) -> Tool:
-    where = f"tools[{i}]"
-    if not isinstance(raw, dict) or raw.get("type") != "function" or not isinstance(
-            raw.get("function"), dict):
-        raise bad_request(f'{where} must be {{"type": "function", "function": {{...}}}}', where)
-    function = raw["function"]
-    name = function.get("name")
-    if not isinstance(name, str) or not TOOL_NAME.match(name):
-        raise bad_request(f"{where}.function.name must be 1-64 letters, digits, '_' or '-'",
-                          f"{where}.function.name")
-    description = function.get("description")
-    if description is not None and not isinstance(description, str):
-        raise bad_request(f"{where}.function.description must be a string",
-                          f"{where}.function.description")
-    parameters = function.get("parameters", {"type": "object", "properties": {}})
-    param = f"{where}.function.parameters"
-    if not isinstance(parameters, dict):
-        raise bad_request(f"{param} must be a JSON schema object", param)
-    try:
-        schema_to_gbnf(parameters)  # the call's arguments will be held to it
-    except SchemaError as exc:
-        raise bad_request(f"{param}: {exc}", param) from None
-    declared = {"type": "function", "function": {**function, "parameters": parameters}}
-    return Tool(name=name, parameters_json=json.dumps(parameters),
-                declared_json=json.dumps(declared, ensure_ascii=False))
 
 
 def past_calls(raw: Any, where: str) -> str:

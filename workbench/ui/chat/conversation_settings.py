@@ -1,5 +1,5 @@
-"""A conversation's own settings: the system prompt and the sampling settings it was last
-used with, over the global settings as defaults (Qt-free).
+"""A conversation's own settings: the system prompt, the sampling settings and the answer format
+it was last used with, over the global settings as defaults (Qt-free).
 
 The store keeps them per conversation (`conversations.settings`, by setting name). Opening a
 conversation applies them to the open session (all are per-request: no reload); a new one
@@ -33,11 +33,14 @@ def config_for(base: Config, stored: Mapping[str, Any]) -> Config:
 
 
 def summary(config: Config) -> str:
-    """One line for the conversation's header: the system prompt's start and the sampler."""
+    """One line for the conversation's header: the system prompt's start, the sampler and the
+    answer format when it is not free text."""
     prompt = " ".join(config.system_prompt.split())
     prompt = (prompt[:48] + "…") if len(prompt) > 48 else prompt
     sampler = "greedy" if config.temp <= 0 else f"temperature {config.temp:g}"
     parts = [f"System prompt: {prompt}" if prompt else "No system prompt", sampler]
     if config.repeat_penalty != 1.0:
         parts.append(f"repetition penalty {config.repeat_penalty:g}")
+    if config.answer_format != "text":
+        parts.append({"json": "JSON answers"}.get(config.answer_format, "answers by a schema"))
     return " · ".join(parts)

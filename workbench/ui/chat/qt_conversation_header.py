@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 
 from workbench.config import Config
 from workbench.ui.chat.conversation_settings import KEYS, summary
+from workbench.ui.chat.qt_schema_file import QtSchemaFileButton
 from workbench.ui.qt_plain_label import plain_label
 from workbench.ui.settings.qt_settings_panel import QtSettingsPanel
 
@@ -32,8 +33,8 @@ class QtConversationHeader(QWidget):
         self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.button = QToolButton()
         self.button.setText("Conversation settings…")
-        self.button.setToolTip("The system prompt and sampling settings of this conversation "
-                               "(a new one starts from the Settings dock's)")
+        self.button.setToolTip("The system prompt, sampling settings and answer format of this "
+                               "conversation (a new one starts from the Settings dock's)")
         self.button.setAutoRaise(True)
         self.button.clicked.connect(self.edit_requested)
         row = QHBoxLayout(self)
@@ -46,7 +47,8 @@ class QtConversationHeader(QWidget):
 
 
 class QtConversationSettingsDialog(QDialog):
-    """The conversation's own settings, with the settings panel's editors and checks."""
+    """The conversation's own settings, with the settings panel's editors and checks, and a
+    button that loads the answer schema from a file."""
 
     def __init__(self, config: Config, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -54,9 +56,17 @@ class QtConversationSettingsDialog(QDialog):
         self.panel = QtSettingsPanel(config, only=KEYS)
         self.chosen: Config | None = None
         self.panel.applied.connect(self._applied)
+        self.schema_file = QtSchemaFileButton()
+        self.schema_file.loaded.connect(self._schema_loaded)
         column = QVBoxLayout(self)
         column.addWidget(self.panel)
+        column.addWidget(self.schema_file)
         self.resize(460, 560)
+
+    def _schema_loaded(self, text: str) -> None:
+        """A schema file's text becomes the pending schema; the panel says if it cannot hold."""
+        self.panel.set_pending(self.panel.pending.replace(answer_format="schema",
+                                                          answer_schema=text))
 
     async def choose(self) -> Config | None:
         """Show the dialog without a nested event loop; the settings applied, or None."""

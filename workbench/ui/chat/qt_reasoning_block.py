@@ -9,22 +9,18 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QFrame, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from workbench.ui.chat.qt_folding_block import QtFoldingBlock
 from workbench.ui.chat.qt_text_view import QtTextView
 from workbench.ui.qt_text_style import style_text
 
 
-class QtReasoningBlock(QFrame):
+class QtReasoningBlock(QtFoldingBlock):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("reasoningBlock")
-        self.toggle = QToolButton()
-        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.toggle.setAutoRaise(True)
-        self.toggle.setCheckable(True)
-        self.toggle.toggled.connect(self._set_expanded)
         self.body = QtTextView(rich=False)
         style_text(self.body, "#666")
         layout = QVBoxLayout(self)
@@ -44,18 +40,6 @@ class QtReasoningBlock(QFrame):
     @property
     def live(self) -> bool:
         return self._live
-
-    @property
-    def expanded(self) -> bool:
-        return self.toggle.isChecked()
-
-    def set_expanded(self, expanded: bool) -> None:
-        self.toggle.setChecked(expanded)
-        self._set_expanded(expanded)
-
-    def _set_expanded(self, expanded: bool) -> None:
-        self.toggle.setArrowType(Qt.ArrowType.DownArrow if expanded else Qt.ArrowType.RightArrow)
-        self.body.setVisible(expanded)
 
     def start_live(self) -> None:
         """The model started reasoning: show, expand and run the clock."""

@@ -1,7 +1,8 @@
 """What the panel shows for a pending config against the applied one (Qt-free).
 
 The panel is a pure function of (current, pending, SETTINGS): which settings are inert and
-why, which problems validate() finds and under which setting, what changed, and whether
+why, which problems validate() finds (and the engine's check that the answer schema can be
+enforced) and under which setting, what changed, and whether
 applying must reopen the model (the load-scope signature differs).
 
 A gated setting whose gate fails (dropping while streaming is off) is ignored, not an error:
@@ -25,6 +26,7 @@ from workbench.config import (
     warning_text,
     without_ignored,
 )
+from workbench.engine.answer_format import schema_problems
 
 REOPEN_TEXT = "Apply reopens the model"
 
@@ -51,7 +53,7 @@ class Evaluation:
 def evaluate(current: Config, pending: Config) -> Evaluation:
     used = without_ignored(pending)
     problems: dict[str, list[str]] = {}
-    for p in validate(used):
+    for p in [*validate(used), *schema_problems(used)]:
         # A problem names a declared setting; anything else is shown under the first row.
         key = p.setting if p.setting in BY_NAME else SETTINGS[0].name
         problems.setdefault(key, []).append(p.message)
