@@ -122,3 +122,15 @@ def test_ui_modules_that_import_qt_are_named_qt():
                  if m.startswith("workbench.ui.") and not m.rsplit(".", 1)[-1].startswith("qt_")
                  and any(graph.direct_import_exists(importer=m, imported=q) for q in qt)]
     assert offenders == []
+
+
+# The hub stays small (issue 37): conversation memory, opening, turn plans and the loop live in
+# their own modules; a session that grows past this has taken one of them back.
+SESSION_MAX_LINES = 450
+
+
+def test_the_session_module_stays_small():
+    lines = (PACKAGE / "engine" / "session.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= SESSION_MAX_LINES, (
+        f"engine/session.py has {lines} lines (at most {SESSION_MAX_LINES}): move what grew into "
+        "the module it belongs to")

@@ -394,9 +394,7 @@ class Session:
             self._p, self._cancel, self._memory, self.load_seconds, self._sink,
             pick_token=self._pick_token if picks is None else picks.pick_token,
             pick_row=self._pick_row, speculator=plan.speculator, spec_note=plan.spec_note,
-            last_choice=(lambda: None) if picks is None else picks.last_choice,
-            grammar_ms=picks.last_grammar_ms if picks is not None and picks.constrained
-            else None))
+            last_choice=plan.last_choice, grammar_ms=plan.grammar_ms))
 
     def _pick_row(self, row: int) -> int:
         """The greedy pick from row `row` of a verify batch (tests wrap this, as _pick_token)."""

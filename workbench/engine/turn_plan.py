@@ -5,6 +5,7 @@ turn."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from workbench.engine.answer_format import with_answer_format
@@ -12,6 +13,7 @@ from workbench.engine.constrain import TurnPicks
 from workbench.engine.model_load import ModelParts
 from workbench.engine.requests import SPEC_GREEDY_ONLY, GenerateRequest, GenerateResult
 from workbench.engine.speculation.speculator import Speculator, speculator_for
+from workbench.engine.token_choice import TokenChoice
 from workbench.engine.tools.turn import ToolTurn
 from workbench.engine.turn_settings import TurnSettings
 
@@ -36,6 +38,17 @@ class TurnPlan:
             settings.spec, settings.spec_draft_max, sampling, parts.drafter, parts.model.is_eog,
             picks.spec_off_reason if picks else "")
         return cls(calls, picks, speculator, note)
+
+    @property
+    def last_choice(self) -> Callable[[], TokenChoice | None]:
+        """The last pick's choice (its log-probabilities), or always None without picks."""
+        return (lambda: None) if self.picks is None else self.picks.last_choice
+
+    @property
+    def grammar_ms(self) -> Callable[[], float] | None:
+        """The last pick's grammar time, or None: no grammar runs this turn."""
+        picks = self.picks
+        return picks.last_grammar_ms if picks is not None and picks.constrained else None
 
     def settle(self, result: GenerateResult) -> None:
         """After the turn ran (or failed): the picks' figures into the summary, their grammar
