@@ -164,6 +164,10 @@ def teacher_force(parts: ForcedParts, tokens: list[int], on_logits: OnLogits, *,
         run.read_bytes = after.read_bytes - before.read_bytes
         lookups = after.lookups - before.lookups
         run.hit_rate = 100.0 * (after.hits - before.hits) / lookups if lookups > 0 else -1.0
+        if streaming.routes is not None:
+            # A forced read is no turn: left pending, its loads (the thread probe's at open,
+            # a score's) would be filed under the next turn and skew its cache-sizing curves.
+            streaming.routes.discard_pending()
     return run
 
 
