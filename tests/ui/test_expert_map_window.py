@@ -33,9 +33,13 @@ def recorded_loads(session) -> list[tuple[int, list[int]]]:
 
 
 def test_a_streamed_moe_maps_the_routed_experts_and_the_cache(qtbot, make_window, model_config,
-                                                               tiny_moe_path):
-    window = make_window(model_config.replace(model=str(tiny_moe_path), moe_stream=True,
-                                              cache_mb=64))
+                                                               tiny_moe_path, run):
+    config = model_config.replace(model=str(tiny_moe_path), moe_stream=True, cache_mb=64)
+    # Its thread count chosen, so nothing is measured at open: the probe's reads would make
+    # experts resident that no recorded load routed, and the recorded loads are the witness.
+    window = make_window(config, load=False)
+    window.session.threads_chosen = True
+    run(window.load_model(config))
     panel = window.expert_map
     assert window.expert_dock.widget() is panel
     assert window.expert_dock in window.tabifiedDockWidgets(window.telemetry_dock)
