@@ -34,6 +34,9 @@ from workbench.store.stats_line import format_stats_line
 FORMAT = "workbench.conversation"
 FORMAT_VERSION = 1
 _MESSAGE_KEYS = ("role", "content", "reasoning", "status", "error", "stats", "created_at")
+# An answer's calls and a tool result's call (schema step 10): written only where set, so a
+# conversation without tools exports as before.
+_TOOL_KEYS = ("tool_calls", "tool_call_id", "tool_name")
 _RUN_KEYS = ("created_at", "label", "engine_version", "model", "settings", "info", "summary")
 _STATUS_NOTES = {"stopped": "stopped", "interrupted": "interrupted", "rejected": "rejected",
                  "streaming": "still streaming when exported", "error": "error"}
@@ -100,6 +103,7 @@ class ExportOps:
             d: JsonDict = {"id": local[m.id], "parent": local.get(m.parent_id)}  # type: ignore[arg-type]
             d.update({k: getattr(m, k) for k in _MESSAGE_KEYS})
             d["stats"] = m.stats.to_json()  # as the JSON column holds it; the key keeps its place
+            d.update({k: getattr(m, k) for k in _TOOL_KEYS if getattr(m, k)})
             if m.id in images:  # base64 in the document: an export is one self-contained file
                 d["images"] = images_to_json(images[m.id])
             out_messages.append(d)
@@ -204,6 +208,8 @@ class ExportOps:
             str(m.get("content", "")), str(m.get("reasoning", "")), status,
             str(m.get("error", "")), MessageStats.from_json(m.get("stats")),
             float(m.get("created_at", time.time())),
+            tool=(str(m.get("tool_calls", "")), str(m.get("tool_call_id", "")),
+                  str(m.get("tool_name", ""))),
         )
         insert_images(self._db, message_id, images)
         return message_id

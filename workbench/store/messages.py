@@ -20,7 +20,8 @@ from workbench.store.records import ROLES, STATUSES, Message, NotFound, Siblings
 from workbench.store.schema import transaction
 
 MESSAGE_COLUMNS = (
-    "id, conversation_id, parent_id, role, content, reasoning, status, error, stats, created_at"
+    "id, conversation_id, parent_id, role, content, reasoning, status, error, stats, created_at,"
+    " tool_calls, tool_call_id, tool_name"
 )
 
 
@@ -36,6 +37,9 @@ def message_from_row(row: sqlite3.Row) -> Message:
         error=row["error"],
         stats=MessageStats.from_json(json.loads(row["stats"])),
         created_at=row["created_at"],
+        tool_calls=row["tool_calls"],
+        tool_call_id=row["tool_call_id"],
+        tool_name=row["tool_name"],
     )
 
 
@@ -67,15 +71,18 @@ def insert_message(
     stats: MessageStats | None,
     created_at: float,
     owner: str = "",
+    tool: tuple[str, str, str] = ("", "", ""),
 ) -> int:
     """One INSERT, no checks beyond the schema's (export.py's import reuses it).
 
-    owner: the writer token of the Store that streams into it (writers.py); "" for none."""
+    owner: the writer token of the Store that streams into it (writers.py); "" for none.
+    tool: (tool_calls, tool_call_id, tool_name), records.Message says what each holds."""
     cur = conn.execute(
         "INSERT INTO messages (conversation_id, parent_id, role, content, reasoning, status,"
-        " error, stats, created_at, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " error, stats, created_at, owner, tool_calls, tool_call_id, tool_name)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (conversation_id, parent_id, role, content, reasoning, status, error,
-         json.dumps((stats or MessageStats()).to_json()), created_at, owner),
+         json.dumps((stats or MessageStats()).to_json()), created_at, owner, *tool),
     )
     return int(cur.lastrowid or 0)
 
@@ -157,9 +164,12 @@ class MessageOps:
         error: str = "",
         created_at: float | None = None,
         images: Sequence[StoredImage] = (),
+        tool_call_id: str = "",
+        tool_name: str = "",
     ) -> Message:
         """Append a message under `parent_id` (None: a new root) and make it the active leaf.
-        `images` are attached to it in the same transaction (store/images.py).
+        `images` are attached to it in the same transaction (store/images.py). A 'tool'
+        message names the call it answers (`tool_call_id`, `tool_name`).
 
         For a streaming answer pass status="streaming" and fill it with update_message.
         """
@@ -176,7 +186,8 @@ class MessageOps:
                     )
             new_id = insert_message(self._db, conversation_id, parent_id, role, content,
                                     reasoning, status, error, stats, now,
-                                    self._owner if status == "streaming" else "")
+                                    self._owner if status == "streaming" else "",
+                                    ("", tool_call_id, tool_name))
             insert_images(self._db, new_id, images)
             self._set_leaf(conversation_id, new_id, touch=now)
             return fetch_message(self._db, new_id)
@@ -206,8 +217,10 @@ class MessageOps:
         status: str | None = None,
         stats: MessageStats | None = None,
         error: str | None = None,
+        tool_calls: str | None = None,
     ) -> None:
-        """Overwrite the given fields (others unchanged) and commit.
+        """Overwrite the given fields (others unchanged) and commit. `tool_calls`: the calls
+        an answer made (JSON text, engine/tools/turn.calls_json).
 
         Streaming: call at most about once a second with the whole text so far, then once at
         the end with the final status. Each call is its own commit, so a crash keeps the last.
@@ -215,7 +228,7 @@ class MessageOps:
         check_words(status=status)
         changes: dict[str, object] = {}
         for name, value in (("content", content), ("reasoning", reasoning),
-                            ("status", status), ("error", error)):
+                            ("status", status), ("error", error), ("tool_calls", tool_calls)):
             if value is not None:
                 changes[name] = value
         if stats is not None:

@@ -12,7 +12,7 @@ from typing import Any
 from workbench.engine.metrics import RunSummary
 from workbench.store.message_stats import MessageStats
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")  # tool: a tool call's result
 STATUSES = ("complete", "streaming", "stopped", "interrupted", "error", "rejected")
 
 JsonDict = dict[str, Any]
@@ -53,6 +53,11 @@ class Message:
     error: str  # why status is "error" or "rejected"; empty otherwise
     stats: MessageStats  # the figures of the per-message stats line
     created_at: float
+    # An answer's tool calls (OpenAI's `tool_calls`, JSON text; "" none); a 'tool' message's
+    # call id and tool name (the call it answers).
+    tool_calls: str = ""
+    tool_call_id: str = ""
+    tool_name: str = ""
 
 
 @dataclass(slots=True)

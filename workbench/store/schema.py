@@ -17,6 +17,11 @@ from workbench import __version__
 from workbench.store.faults import SchemaTooNew
 from workbench.store.health import stored_version
 
+# A step that rebuilds a table starts with this line: it runs with foreign keys off (a DROP
+# TABLE would otherwise delete every row that refers to the table, through ON DELETE actions),
+# and is checked with foreign_key_check before it commits.
+REBUILD = "-- rebuild: foreign keys off\n"
+
 # Step N brings the file from version N-1 to N. Append, never edit a released step: files on
 # users' disks were made by the old text. Scripts may hold several statements (split below).
 MIGRATIONS: list[str] = [
@@ -169,6 +174,40 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE run_tokens ADD COLUMN grammar_ms REAL NOT NULL DEFAULT -1;
     """,
+    # 10: tool calls as turns (ui/chat/tool_turns.py): an answer keeps the calls it made
+    # (`tool_calls`, OpenAI's JSON), and a 'tool' message is a call's result (`tool_call_id`,
+    # `tool_name`). The role CHECK cannot be altered, so the table is rebuilt: with foreign
+    # keys off (REBUILD), or dropping the old table would cascade into message_images and set
+    # runs' and conversations' references to NULL. The rows keep their ids; indexes come back;
+    # the search triggers, dropped with the table, are put back by search.ensure_index.
+    REBUILD + """
+    CREATE TABLE messages_new (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+        content TEXT NOT NULL DEFAULT '',
+        reasoning TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL DEFAULT 'complete' CHECK (status IN
+            ('complete', 'streaming', 'stopped', 'interrupted', 'error', 'rejected')),
+        error TEXT NOT NULL DEFAULT '',
+        stats TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL,
+        owner TEXT NOT NULL DEFAULT '',
+        tool_calls TEXT NOT NULL DEFAULT '',
+        tool_call_id TEXT NOT NULL DEFAULT '',
+        tool_name TEXT NOT NULL DEFAULT ''
+    );
+    INSERT INTO messages_new (id, conversation_id, parent_id, role, content, reasoning, status,
+                              error, stats, created_at, owner)
+        SELECT id, conversation_id, parent_id, role, content, reasoning, status, error, stats,
+               created_at, owner FROM messages;
+    DROP TABLE messages;
+    ALTER TABLE messages_new RENAME TO messages;
+    CREATE INDEX messages_tree ON messages(conversation_id, parent_id);
+    CREATE INDEX messages_parent ON messages(parent_id);
+    CREATE INDEX messages_status ON messages(status);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -247,20 +286,52 @@ def migrate(conn: sqlite3.Connection, migrations: list[str] | None = None) -> in
         file = conn.execute("PRAGMA database_list").fetchone()[2] or ":memory:"
         raise SchemaTooNew(file, version, len(steps), writer)
     for number in range(version + 1, len(steps) + 1):
-        with transaction(conn):
-            # Re-read under the write lock: another process may have migrated meanwhile.
-            if current_version(conn) >= number:
-                continue
-            for statement in statements(steps[number - 1]):
-                conn.execute(statement)
-            columns = {r[1] for r in conn.execute("PRAGMA table_info(schema_version)")}
-            if "app_version" in columns:
-                conn.execute(
-                    "INSERT INTO schema_version (version, applied_at, app_version)"
-                    " VALUES (?, ?, ?)", (number, time.time(), __version__))
-            else:
-                conn.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
-                             (number, time.time()))
-            # Also in the header, where any SQLite tool (and a future build) can see it.
-            conn.execute(f"PRAGMA user_version = {int(number)}")
+        script = steps[number - 1]
+        if script.startswith(REBUILD):
+            _apply_rebuild(conn, number, script)
+        else:
+            _apply(conn, number, script)
     return len(steps)
+
+
+def _apply_rebuild(conn: sqlite3.Connection, number: int, script: str) -> None:
+    """A rebuilding step with foreign keys off. The pragma is a no-op inside a transaction, so
+    it is switched outside one, and back on whatever happens."""
+    was_on = bool(conn.execute("PRAGMA foreign_keys").fetchone()[0])
+    conn.execute("PRAGMA foreign_keys=OFF")
+    try:
+        _apply(conn, number, script, check_keys=True)
+    finally:
+        if was_on:
+            conn.execute("PRAGMA foreign_keys=ON")
+
+
+def _apply(conn: sqlite3.Connection, number: int, script: str,
+           check_keys: bool = False) -> None:
+    with transaction(conn):
+        # Re-read under the write lock: another process may have migrated meanwhile.
+        if current_version(conn) >= number:
+            return
+        # A reference the file had broken already (an old crash, a salvage) is no reason to
+        # refuse it; one the step breaks is.
+        before = _broken_references(conn) if check_keys else set()
+        for statement in statements(script):
+            conn.execute(statement)
+        if check_keys and (broken := list(_broken_references(conn) - before)):
+            table, rowid, parent = broken[0][:3]
+            raise sqlite3.IntegrityError(f"step {number} would break a reference: row {rowid} "
+                                         f"of {table} -> {parent}")
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(schema_version)")}
+        if "app_version" in columns:
+            conn.execute(
+                "INSERT INTO schema_version (version, applied_at, app_version)"
+                " VALUES (?, ?, ?)", (number, time.time(), __version__))
+        else:
+            conn.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
+                         (number, time.time()))
+        # Also in the header, where any SQLite tool (and a future build) can see it.
+        conn.execute(f"PRAGMA user_version = {int(number)}")
+
+
+def _broken_references(conn: sqlite3.Connection) -> set[tuple[object, ...]]:
+    return {tuple(r) for r in conn.execute("PRAGMA foreign_key_check")}
