@@ -164,6 +164,7 @@ def _lru_cache_on(cfg: Any) -> bool:
 
 
 ANSWER_FORMATS = ("text", "json", "schema")
+TOOL_CHOICES = ("auto", "none", "required")  # engine/tools/calls.py: AUTO, NONE, REQUIRED
 
 _CACHE_GATE = ("expert streaming is on with the LRU cache (cache_mb > 0 or cache_auto)",
                _lru_cache_on)
@@ -260,6 +261,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("answer_schema", "str", "", "Answer schema", "Chat",
             "The JSON schema that answers in the schema format validate against",
             "request", metavar="JSON", requires=("answer_format", "==", "schema")),
+    # The tools a conversation's model may call (ui/chat/tool_turns.py): the JSON array of a
+    # tools file (OpenAI's `tools`, ui/chat/tools_file.py), loaded in the conversation's dialog.
+    Setting("tools", "str", "", "Tools", "Chat",
+            "Tools the model may call, as a JSON array of OpenAI tool declarations (the window: "
+            "Conversation settings > Load tools file)",
+            "request", special=(("", "none"),), metavar="JSON", requires=_CHAT),
+    Setting("tool_choice", "choice", "auto", "Tool choice", "Chat",
+            "Whether the model decides to call a tool (auto), never calls one, or must call one",
+            "request", choices=TOOL_CHOICES, requires=("tools", "!=", "")),
     Setting("auto_title", "bool", True, "Automatic titles", "Chat",
             "The window has the model name a new conversation after its first answer",
             "request", requires=_CHAT),
@@ -380,7 +390,7 @@ RENAMED: dict[str, str] = {old: s.name for s in SETTINGS for old in s.renamed_fr
 CONVERSATION_SETTINGS: tuple[str, ...] = (
     "system_prompt", "temp", "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty",
     "frequency_penalty", "repeat_last_n", "seed", "token_alternatives", "answer_format",
-    "answer_schema",
+    "answer_schema", "tools", "tool_choice",
 )
 
 
@@ -424,6 +434,8 @@ class Config:
     system_prompt: str = _default("system_prompt")
     answer_format: str = _default("answer_format")
     answer_schema: str = _default("answer_schema")
+    tools: str = _default("tools")
+    tool_choice: str = _default("tool_choice")
     auto_title: bool = _default("auto_title")
     token_alternatives: int = _default("token_alternatives")
     moe_stream: bool = _default("moe_stream")
@@ -588,6 +600,8 @@ def requires_text(s: Setting) -> str:
     name, op, want = s.requires
     if isinstance(want, bool) and op == "==":
         return f"{name} is {'on' if want else 'off'}"
+    if want == "" and op == "!=":
+        return f"{name} is set"
     return f"{name} {op} {fmt_number(want)}"
 
 
@@ -795,9 +809,25 @@ def check_answer_schema(cfg: Config) -> list[Problem]:
     return []
 
 
+def check_tools(cfg: Config) -> list[Problem]:
+    """Tools are a JSON array (each declaration is the tools file reader's check,
+    ui/chat/tools_file.py, which the window applies again before a turn uses them)."""
+    if not isinstance(cfg.tools, str) or not cfg.tools.strip():
+        return []
+    try:
+        value = json.loads(cfg.tools)
+    except (ValueError, RecursionError) as exc:
+        return [Problem("tools", f"the tools are not JSON ({exc}); load them from a tools file")]
+    if not isinstance(value, list):
+        return [Problem("tools", "the tools must be a JSON array of tool declarations, not "
+                        f"{type(value).__name__}; load them from a tools file")]
+    return []
+
+
 RULES: list[Rule] = [check_types, check_ranges, check_ubatch_fits_context, check_reply_fits_context,
                      check_one_cache_size, check_drop_needs_the_cache,
-                     check_substitute_needs_the_cache, check_draft_source, check_answer_schema]
+                     check_substitute_needs_the_cache, check_draft_source, check_answer_schema,
+                     check_tools]
 
 
 def validate(cfg: Config) -> list[Problem]:

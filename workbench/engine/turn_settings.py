@@ -17,8 +17,10 @@ from workbench.config import BY_NAME, PY_TYPES, SETTINGS, Config, Problem, valid
 
 # Request-scope settings that are not a turn's: the conversation memory's budgets belong to the
 # session, automatic titles and the token view to the window (which turns the latter into the
-# request's `decoding`: ui/chat/token_view.py).
-SESSION_WIDE: tuple[str, ...] = ("auto_title", "token_alternatives", "kv_pool_mb", "kv_disk_mb")
+# request's `decoding`: ui/chat/token_view.py), and so do a conversation's tools (the window
+# turns them into the request's `tools`: ui/chat/tool_turns.py, as the server does an API's).
+SESSION_WIDE: tuple[str, ...] = ("auto_title", "token_alternatives", "kv_pool_mb", "kv_disk_mb",
+                                 "tools", "tool_choice")
 TURN_SETTING_NAMES: tuple[str, ...] = tuple(
     s.name for s in SETTINGS if s.scope == "request" and s.name not in SESSION_WIDE)
 # The ones that make up the sampling chain: a change builds a new chain (a new seed sequence).

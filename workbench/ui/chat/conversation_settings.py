@@ -41,6 +41,8 @@ def summary(config: Config) -> str:
     parts = [f"System prompt: {prompt}" if prompt else "No system prompt", sampler]
     if config.repeat_penalty != 1.0:
         parts.append(f"repetition penalty {config.repeat_penalty:g}")
+    if config.tools.strip():
+        parts.append("tools" if config.tool_choice != "required" else "tools (a call required)")
     if config.answer_format != "text":
         parts.append({"json": "JSON answers"}.get(config.answer_format, "answers by a schema"))
     return " · ".join(parts)
