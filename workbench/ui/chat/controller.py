@@ -30,13 +30,16 @@ from workbench.engine.requests import (
     StopReason,
     TokenEvent,
 )
+from workbench.engine.tools.calls import ToolCalling
+from workbench.engine.tools.turn import calls_json
 from workbench.engine.turn_settings import TurnSettings
 from workbench.store import Message, MessageStats, StoredImage, continued_stats
 from workbench.ui.bridge import LoadedModel
 from workbench.ui.chat import auto_title, token_view
-from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history
+from workbench.ui.chat.context import ELSEWHERE_NOTE, model_history, tool_turn
 from workbench.ui.chat.qt_chat_view import QtChatView
 from workbench.ui.chat.qt_composer import NO_PROJECTOR_HINT, QtComposer
+from workbench.ui.chat.qt_tool_call_block import QtToolCallBlock
 from workbench.ui.chat.regenerate_seed import plan_regenerate
 from workbench.ui.chat.shown import ShownMessage
 from workbench.ui.chat.stats_line import (
@@ -44,6 +47,8 @@ from workbench.ui.chat.stats_line import (
     stats_from_result,
     thought_label,
 )
+from workbench.ui.chat.tool_turns import calling_of, pending_answer, stored_calls, tools_of
+from workbench.ui.chat.tools_file import ToolsFile, ToolsFileError
 from workbench.ui.chat.turn_recorder import TurnRecorder
 from workbench.ui.db_worker import AsyncStore
 from workbench.ui.qt_status_bar import QtStatusBar
@@ -97,6 +102,11 @@ class ChatController:
         self.last_result: GenerateResult | None = None
         self.turns_done = 0  # finished generations (tests and the screenshot wait on it)
         self._writes: set[asyncio.Task[Any]] = set()  # throttled saves in flight
+        # Tool results being stored (a block's Send result), one at a time: each goes under
+        # the one before it, and the last one starts the answer that goes on from them.
+        self._tool_tasks: set[asyncio.Task[Any]] = set()
+        self._tool_lock = asyncio.Lock()
+        self.tool_turns_done = 0  # results handled, stored or refused (tests wait on it)
         self._forecast_task: asyncio.Task[None] | None = None
         self._closed = False
         self._stop = threading.Event()  # this answer's Stop, for the engine before it starts
@@ -166,7 +176,8 @@ class ChatController:
         await self.session.use_conversation(conversation_id, stored)
         self.path = path
         self.images = {m.id: m.images for m in shown if m.images}
-        self.chat.show_messages(shown)
+        self.chat.show_messages(_on_screen(shown))
+        self._show_tool_calls()
         # Not this window's (it is not generating): another live window is writing it now.
         for message in path:
             widget = self.chat.widget_for(message.id)
@@ -270,6 +281,11 @@ class ChatController:
             return
         user = self.path[index - 1]
         history = model_history(self.path[: index - 1], self.images)
+        message = None
+        if user.role == "tool":  # an answer that went on from tool results: from them again
+            if (turn := tool_turn(self.path[:index], self.images)) is None:
+                return
+            history, message = turn
         # A new version that can differ: a new seed when sampling; greedy says why it cannot.
         plan = plan_regenerate(self.config)
         if plan.config is not None and not await self.session.apply_conversation_settings(
@@ -286,7 +302,7 @@ class ChatController:
             return
         await self._replace_tail(self.path[:index], answer)
         await self._generate(user.content, answer, history,
-                             images=_inputs(self.images.get(user.id, [])))
+                             images=_inputs(self.images.get(user.id, [])), message=message)
 
     async def edit(self, user_id: int, text: str) -> None:
         if self.generating or self.model is None:
@@ -352,6 +368,11 @@ class ChatController:
             return
         answer, user = self.path[index], self.path[index - 1]
         history = model_history(self.path[: index - 1])
+        message = None
+        if user.role == "tool":  # it went on from tool results: they stay its question
+            if (turn := tool_turn(self.path[:index], self.images)) is None:
+                return
+            history, message = turn
         self._begin_answer()
         try:
             await self.db.call(lambda s: s.update_message(answer_id, status="streaming"))
@@ -361,7 +382,7 @@ class ChatController:
             self.show_error(f"The answer could not be continued ({exc}); it is unchanged.")
             return
         await self._generate(user.content, answer, history, continue_from=answer.content,
-                             continue_reasoning=answer.reasoning)
+                             continue_reasoning=answer.reasoning, message=message)
 
     # ---- the draft's cost ------------------------------------------------------------------------
 
@@ -414,7 +435,8 @@ class ChatController:
         self.path = [*prefix, new]
         shown, _ = await self.db.call(lambda s: _load_path(s, new.conversation_id))
         self.images = {m.id: m.images for m in shown if m.images}
-        self.chat.show_messages(shown[:-1] if new.role == "assistant" else shown)
+        self.chat.show_messages(_on_screen(shown[:-1] if new.role == "assistant" else shown))
+        self._show_tool_calls()
         if new.role == "user":
             return
         self.chat.append(shown[-1])
@@ -439,7 +461,10 @@ class ChatController:
 
     async def _generate(self, text: str, answer: Message, history: list[dict[str, str]],
                         continue_from: str = "", continue_reasoning: str = "",
-                        images: tuple[ImageInput, ...] = ()) -> None:
+                        images: tuple[ImageInput, ...] = (),
+                        message: dict[str, str] | None = None) -> None:
+        """One answer's turn. `message`: what it answers when that is a tool's result (the
+        last of its answer's calls; `text` is its content), not the user's `text`."""
         assert self.model is not None and self.generating  # _begin_answer() came first
         await self.cancel_title()  # the engine is this answer's: a title is not worth a wait
         continuing = bool(continue_from or continue_reasoning)
@@ -451,6 +476,7 @@ class ChatController:
         shared_pacer().answer_started()
         await asyncio.sleep(YIELD_S)  # let the loop breathe between the message and the plots
         recorder = TurnRecorder()
+        calling = self._tool_calling()
         series = _Series.start(self.telemetry, widget, continuing)
         result: GenerateResult | None = None
         run_id: int | None = None
@@ -470,7 +496,8 @@ class ChatController:
                                       think=self.composer.think.isChecked(),
                                       continue_from=continue_from,
                                       continue_reasoning=continue_reasoning, images=images,
-                                      decoding=token_view.decoding(self.config))
+                                      decoding=token_view.decoding(self.config),
+                                      tools=calling, message=message)
             async for event in self.bridge.generate(request, self._stop):
                 if isinstance(event, TokenEvent):
                     self._on_token(event, recorder, widget)
@@ -548,7 +575,10 @@ class ChatController:
                       continued: MessageStats | None = None, unchanged: bool = False
                       ) -> None:
         status = answer.status if unchanged else _STATUS[result.stop_reason]
-        content = result.text or recorder.answer
+        # An answer that called tools keeps the text around its calls (often none); the calls
+        # are kept apart, and shown as blocks.
+        content = result.text if result.tool_calls else (result.text or recorder.answer)
+        tool_calls = calls_json(result.tool_calls) if result.tool_calls else None
         reasoning = result.reasoning or recorder.reasoning
         stats = keep_stats or stats_from_result(result, think_s=recorder.thinking_seconds(),
                                                 n_think=recorder.thinking_tokens)
@@ -561,13 +591,16 @@ class ChatController:
         error = answer.error if unchanged else result.error
         if result.notes and not unchanged:
             error = "\n".join([error, *result.notes]).strip()
+        if result.tool_error and not unchanged:  # it stays text: say why it is no call
+            error = "\n".join([error, f"The answer opened a tool call that is not one "
+                               f"({result.tool_error}); it is kept as text."]).strip()
         # Every row again, not only those the partial saves did not take: a partial save may
         # have failed, and rewriting a row is idempotent (the table keys it by turn and step).
         rows, summary = list(recorder.rows), result.summary
 
         def save(store: Any) -> Message:
             store.update_message(answer.id, content=content, reasoning=reasoning, status=status,
-                                 stats=stats, error=error)
+                                 stats=stats, error=error, tool_calls=tool_calls)
             if run_id is not None:
                 if rows:
                     store.add_token_rows(run_id, rows)
@@ -589,10 +622,12 @@ class ChatController:
             saved.content, saved.reasoning, saved.status, saved.stats = (
                 content, reasoning, status, stats)
             saved.error = f"{error}\nThe answer could not be saved: {exc}".strip()
+            saved.tool_calls = tool_calls or saved.tool_calls
         self.path[-1] = saved
         siblings = await self.db.call(lambda s: s.siblings(saved.id))
         widget.update_from(ShownMessage.from_store(saved, siblings))
         widget.reasoning.finish(thought_label(stats, live=False))
+        self._show_tool_calls()
         if recorder.rows:
             widget.set_tokens(series.x_start, series.earlier + recorder.pieces)
         if summary is not None:
@@ -611,6 +646,99 @@ class ChatController:
         self.on_turn_finished()
         if status == "complete" and len(self.path) == 2 and self._wants_title():
             self._start_title(saved.conversation_id, self.path[0].content, saved.content)
+
+    # ---- tool calls ---------------------------------------------------------------------------
+
+    def _tool_calling(self) -> ToolCalling | None:
+        """The conversation's tools for this turn (None: none); a stored declaration that
+        cannot be used says so, and the turn runs without tools."""
+        try:
+            return calling_of(self.config)
+        except ToolsFileError as exc:
+            self.show_error(f"{exc}. This answer runs without tools: load the tools file again "
+                            "in the conversation settings.")
+            return None
+
+    def _show_tool_calls(self) -> None:
+        """A block for each call of each answer on screen: answered ones with their result,
+        and only the calls of the answer the conversation waits on open for a result."""
+        try:
+            commands = (tools_of(self.config) or _NO_TOOLS).commands
+        except ToolsFileError:
+            commands = {}
+        waiting = pending_answer(self.path)
+        results = {m.tool_call_id: m.content for m in self.path if m.role == "tool"}
+        for message in self.path:
+            widget = self.chat.widget_for(message.id)
+            if message.role != "assistant" or not message.tool_calls or widget is None:
+                continue
+            if not widget.tool_blocks:
+                for call in stored_calls(message.tool_calls):
+                    block = QtToolCallBlock(call, commands.get(call.name))
+                    block.result_ready.connect(
+                        lambda call_id, text, m=message.id, name=call.name:
+                        self._spawn_tool_result(m, call_id, name, text))
+                    widget.add_tool_block(block)
+            for block in widget.tool_blocks:
+                if block.call.id in results and not block.done:
+                    block.show_answered(results[block.call.id])
+                block.set_waiting(waiting is not None and waiting.id == message.id)
+
+    def _spawn_tool_result(self, answer_id: int, call_id: str, name: str, text: str) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self.answer_tool_call(answer_id, call_id, name, text))
+        self._tool_tasks.add(task)
+        task.add_done_callback(self._tool_tasks.discard)
+
+    async def answer_tool_call(self, answer_id: int, call_id: str, name: str, text: str
+                               ) -> None:
+        """A call's result (pasted, or its confirmed command's output) becomes a 'tool'
+        message; once every call of the answer has one, the model goes on from them."""
+        try:
+            async with self._tool_lock:
+                waiting = pending_answer(self.path)
+                if waiting is None or waiting.id != answer_id or self.generating:
+                    self.show_error("This tool call's result was not sent: the conversation "
+                                    "has moved on (or an answer is in progress).")
+                    return
+                cid, parent = waiting.conversation_id, self._tail_id()
+                try:
+                    result = await self.db.call(lambda s: s.add_message(
+                        cid, parent, "tool", text, tool_call_id=call_id, tool_name=name))
+                except Exception as exc:
+                    log.exception("storing the tool's result failed")
+                    self.show_error(f"The tool's result was not saved ({exc}); nothing was "
+                                    "sent to the model.")
+                    return
+                self.path.append(result)
+                if pending_answer(self.path) is None:
+                    await self._go_on_from_tools()
+        finally:
+            self.tool_turns_done += 1
+
+    async def _go_on_from_tools(self) -> None:
+        """The answer that goes on from the tool results that end the branch on screen."""
+        turn = tool_turn(self.path, self.images)
+        if turn is None:
+            return
+        if self.model is None:
+            self.show_error("The tool's results are saved; open a model, then use Regenerate "
+                            "on the answer to go on from them.")
+            return
+        history, message = turn
+        tail = self.path[-1]
+        self._begin_answer()
+        try:
+            answer = await self.db.call(lambda s: s.add_message(
+                tail.conversation_id, tail.id, "assistant", status="streaming"))
+        except Exception as exc:
+            log.exception("storing the answer's placeholder failed")
+            self._end_answer()
+            self.show_error(f"The tool's results are saved, but the answer could not start "
+                            f"({exc}).")
+            return
+        self.path.append(answer)
+        await self._generate(message["content"], answer, history, message=message)
 
     # ---- automatic titles ---------------------------------------------------------------------
 
@@ -690,6 +818,14 @@ class ChatController:
                                        "model with a larger context.")
         elif self.model is not None:
             self.composer.hint.setText("")
+
+
+_NO_TOOLS = ToolsFile(())
+
+
+def _on_screen(shown: list[ShownMessage]) -> list[ShownMessage]:
+    """The messages that get a widget: a tool's result is shown in its call's block."""
+    return [m for m in shown if m.role != "tool"]
 
 
 def _store_user_message(store: Any, conversation_id: int | None, parent: int | None,

@@ -65,6 +65,7 @@ class QtMessageWidget(QFrame):
         self._token_pieces: list[str] = []
         self._token_x0 = -1
         self._marked: tuple[int, int] | None = None  # token indices of a span on the plots
+        self.tool_blocks: list[QWidget] = []  # the answer's tool calls (add_tool_block)
         self._build()
         self._render_timer = QTimer(self)
         self._render_timer.setInterval(RENDER_MS)
@@ -261,6 +262,12 @@ class QtMessageWidget(QFrame):
         if self.tokens_button.isChecked():
             self._show_tokens(True)
         self.tokens_set.emit()
+
+    def add_tool_block(self, block: QWidget) -> None:
+        """A tool call the answer made (qt_tool_call_block.py), under its text, in call order."""
+        self._layout.insertWidget(self._layout.indexOf(self.body) + 1 + len(self.tool_blocks),
+                                  block)
+        self.tool_blocks.append(block)
 
     def add_section(self, widget: QWidget) -> None:
         """A widget of another module's under the message, after its stats (the stall list)."""

@@ -105,6 +105,28 @@ class QtToolCallBlock(QtFoldingBlock):
         self.set_expanded(False)
         self.result_ready.emit(self.call.id, self.result.toPlainText())
 
+    def show_answered(self, text: str) -> None:
+        """The call's result as the conversation keeps it (a reopened conversation): shown,
+        folded, and never sent again."""
+        self.result.setPlainText(text)
+        self.done = True
+        self.result.setReadOnly(True)
+        self.send_button.setEnabled(False)
+        self.run_button.setEnabled(False)
+        self._show_header()
+        self.set_expanded(False)
+
+    def set_waiting(self, live: bool) -> None:
+        """Whether a result may be given now: only for the calls the conversation's last
+        answer made (an older one's calls the conversation went on without stay unanswered)."""
+        if self.done:
+            return
+        self.result.setReadOnly(not live)
+        self.send_button.setEnabled(live)
+        self.run_button.setEnabled(live)
+        if not live:
+            self.toggle.setText(f"Tool call: {self.call.name} · not answered")
+
     def ask_to_run(self) -> QMessageBox:
         """The confirmation, without a nested event loop: the command runs only on Yes."""
         box = QMessageBox(QMessageBox.Icon.Question, "Run the tool's command?",

@@ -36,6 +36,9 @@ class ToolsFile:
     tools: tuple[Tool, ...]
     # tool name -> the command (argument vector) that answers its calls; absent: the user pastes
     commands: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The file's array as compact JSON text, commands included: what a conversation keeps (its
+    # `tools` setting), read back by parse_tools.
+    declaration: str = ""
 
 
 def read_tools_file(path: str | Path) -> ToolsFile:
@@ -76,7 +79,7 @@ def parse_tools(text: str, name: str = "the tools file") -> ToolsFile:
             raise ToolsFileError(f'{name}: tools[{i}].{COMMAND_KEY} must be a command as a list '
                                  'of non-empty strings, e.g. ["python3", "weather.py"]')
         commands[tool.name] = tuple(command)
-    return ToolsFile(tools, commands)
+    return ToolsFile(tools, commands, json.dumps(raw, ensure_ascii=False, separators=(",", ":")))
 
 
 def command_line(command: tuple[str, ...], arguments: str) -> list[str]:
