@@ -264,8 +264,7 @@ SETTINGS: tuple[Setting, ...] = (
     # The tools a conversation's model may call (ui/chat/tool_turns.py): the JSON array of a
     # tools file (OpenAI's `tools`, ui/chat/tools_file.py), loaded in the conversation's dialog.
     Setting("tools", "str", "", "Tools", "Chat",
-            "Tools the model may call, as a JSON array of OpenAI tool declarations (the window: "
-            "Conversation settings > Load tools file)",
+            "Tools the model may call: a JSON array of OpenAI tool declarations (Load tools file)",
             "request", special=(("", "none"),), metavar="JSON", requires=_CHAT),
     Setting("tool_choice", "choice", "auto", "Tool choice", "Chat",
             "Whether the model decides to call a tool (auto), never calls one, or must call one",
