@@ -138,10 +138,10 @@ def test_the_queue_bound_refuses_with_retry_after():
 class _Opened:
     """What `request_settings` reads of an open session: its config."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, system_prompt: str = "") -> None:
         from workbench.config import Config
 
-        self.config = Config(model=model, temp=0.0, n_predict=99)
+        self.config = Config(model=model, temp=0.0, n_predict=99, system_prompt=system_prompt)
 
 
 def test_a_call_becomes_one_request_over_the_models_defaults():
@@ -165,6 +165,11 @@ def test_a_call_becomes_one_request_over_the_models_defaults():
     assert raw.raw and raw.conversation == RAW_KEY and raw.settings.system_prompt == ""
     other = build_request(_Opened("/models/other.gguf"), parse_chat({"messages": USER}))
     assert other.settings.system_prompt == ""  # a model without defaults of its own
+    typed = build_request(_Opened("", "Answer in French."), parse_chat({"messages": USER}))
+    assert typed.settings.system_prompt == "Answer in French."  # serve --system-prompt wins
+    typed_own = build_request(_Opened("", "Answer in French."), parse_chat({"messages": [
+        {"role": "system", "content": "be brief"}, *USER]}))
+    assert typed_own.settings.system_prompt == ""  # and the request's own still replaces it
 
 
 def test_a_served_answer_is_free_text_whatever_the_windows_conversation_asks():

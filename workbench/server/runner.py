@@ -214,13 +214,15 @@ class Runner:
 
 
 def request_settings(session: Session, call: EngineCall) -> TurnSettings:
-    """A call's turn settings: the open session's, with the model's default system prompt (the
-    one the window starts with: a request without a system message gets the same assistant),
-    then the call's own fields. A system message in the call replaces that prompt: it is the
-    first message of the conversation, and the chat template puts it first. The answer format
-    is the request's own (`response_format`, else free text), never the window's conversation's
-    (a server in the window shares its session)."""
-    system_prompt = model_defaults(session.config.model).system_prompt
+    """A call's turn settings: the open session's, with its system prompt (one typed at open,
+    `serve --system-prompt`, else the model's default: the one the window starts with, so a
+    request without a system message gets the same assistant), then the call's own fields. A
+    system message in the call replaces that prompt: it is the first message of the
+    conversation, and the chat template puts it first. The answer format is the request's own
+    (`response_format`, else free text), never the window's conversation's (a server in the
+    window shares its session)."""
+    system_prompt = (session.config.system_prompt
+                     or model_defaults(session.config.model).system_prompt)
     if call.kind != "chat" or any(m.get("role") == "system" for m in call.messages):
         system_prompt = ""
     return TurnSettings.of(session.config).replace(
