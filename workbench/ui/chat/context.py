@@ -53,7 +53,7 @@ def model_history(path: Sequence[MessageLike],
     calls are not all answered, and a turn with no complete answer is left out whole."""
     history: list[dict[str, str]] = []
     starts = [i for i, m in enumerate(path) if m.role == "user"]
-    for at, end in zip(starts, [*starts[1:], len(path)], strict=True):
+    for at, end in zip(starts, [*starts[1:], len(path)][:len(starts)], strict=True):
         kept = _answered(path[at + 1:end])
         if not kept:
             continue

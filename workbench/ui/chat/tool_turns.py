@@ -28,7 +28,10 @@ def calling_of(config: Config) -> ToolCalling | None:
     tools = tools_of(config)
     if tools is None or not tools.tools:
         return None
-    return ToolCalling(tools.tools, config.tool_choice)
+    # One call per answer: the user answers each call by hand, and a small model allowed
+    # several repeats calls until its token limit cuts the last one (seen on gemma-3-270m).
+    # The model goes on from the result and may call again.
+    return ToolCalling(tools.tools, config.tool_choice, parallel=False)
 
 
 def stored_calls(tool_calls: str) -> tuple[ToolCall, ...]:
