@@ -89,3 +89,9 @@ def test_stored_calls_read_back_and_the_settings_become_the_engines_tool_calling
     assert calling_of(Config()) is None
     calling = calling_of(Config(tools=tools.declaration, tool_choice=REQUIRED))
     assert calling is not None and calling.forced and calling.names() == {"weather"}
+
+
+def test_a_conversation_with_no_question_yet_has_an_empty_history():
+    # The first send of a new chat reads the history of an empty path (or one holding only
+    # an answer left without its question): nothing to send, and no error.
+    assert model_history([]) == []
