@@ -7,6 +7,7 @@ test_threads_at_open.py)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ SPAWNED: list[Any] = []  # the controller's background work (remembering), await
 
 def _controller(tmp_path: Path) -> tuple[SessionController, RecordingBridge, Notes]:
     bridge = RecordingBridge()
+    SPAWNED.clear()  # an earlier test's tasks belong to its own, closed, event loop
 
     def spawn(coro: Any) -> None:
         SPAWNED.append(asyncio.ensure_future(coro))
@@ -110,5 +112,32 @@ def test_a_count_typed_at_start_or_changed_in_the_panel_is_kept(tmp_path: Path):
         assert bridge.measured[-1] is False and controller.config.n_threads == 1
         await controller.apply(controller.config.replace(cache_mb=32))
         assert bridge.measured[-1] is False  # still the user's count
+
+    asyncio.run(main())
+
+
+def test_a_slow_older_save_does_not_undo_a_newer_choice(tmp_path: Path, monkeypatch):
+    """Two opens in a row save the remembered settings twice, on executor threads. The first
+    save (thread count measured: left out) is slowed so that, unordered, it finishes last and
+    the choice made in the second open is lost (the CI failure of stop 44)."""
+    real_save = model_settings.save_remembered
+    saves: list[bool] = []
+
+    def save(data: Path, remembered: Any) -> None:
+        first = not saves
+        saves.append(True)
+        if first:
+            time.sleep(0.3)
+        real_save(data, remembered)
+
+    monkeypatch.setattr(model_settings, "save_remembered", save)
+
+    async def main() -> None:
+        controller, _, _ = _controller(tmp_path)
+        await controller.open(STREAMED)  # measured: not remembered
+        await controller.open(STREAMED, threads_chosen=True)  # a choice: remembered
+        await _done()
+        assert len(saves) == 2
+        assert model_settings.load_remembered(tmp_path)[MODEL]["n_threads"] == 4
 
     asyncio.run(main())

@@ -113,6 +113,9 @@ class SessionController:
         self.conversation: Callable[[], int | None] = lambda: None
         self._listeners: list[object] = []
         self._applying = asyncio.Lock()  # one settings change at a time
+        # One write of the remembered files at a time, each of the latest state: two opens in a
+        # row save twice, and an older snapshot finishing last would undo the newer choice.
+        self._saving = asyncio.Lock()
 
     # ---- listeners ----------------------------------------------------------------------------
 
@@ -200,10 +203,10 @@ class SessionController:
     async def _remember_settings(self, config: Config, threads_chosen: bool) -> None:
         self.remembered = model_settings.with_model(self.remembered, config,
                                                     threads_chosen=threads_chosen)
-        snapshot = self.remembered
         try:
-            await asyncio.get_running_loop().run_in_executor(
-                None, model_settings.save_remembered, self.data, snapshot)
+            async with self._saving:
+                await asyncio.get_running_loop().run_in_executor(
+                    None, model_settings.save_remembered, self.data, self.remembered)
         except OSError as exc:  # a convenience: the model opens with defaults next time
             log.warning("the model's settings were not remembered: %s", exc)
 
@@ -214,7 +217,8 @@ class SessionController:
     async def _remember(self, model: str) -> None:
         recent = recent_file(self.data)
         try:
-            await asyncio.get_running_loop().run_in_executor(None, add_recent, model, recent)
+            async with self._saving:  # read, change, write: two at once would lose one
+                await asyncio.get_running_loop().run_in_executor(None, add_recent, model, recent)
         except OSError as exc:  # the model is open all the same; only the list is behind
             self._emit("error", f"The list of recent models was not updated: {exc}")
 
