@@ -178,8 +178,9 @@ def test_logprobs_leave_out_the_stop_strings_tokens(served, stream):
     # token it begins inside keeps its place, as its first characters are kept text (the
     # partial case: tests/server/test_tool_units.py). Which words the model writes is this
     # machine's; the rule is not.
-    at = next(i for i in range(3, len(tokens))
-              if tokens[i].strip() and tokens[i] not in "".join(tokens[:i]))
+    at = next(i for i in range(3, len(tokens))  # its first match in the text is that token
+              if tokens[i].strip()
+              and "".join(tokens[:i + 1]).find(tokens[i]) == len("".join(tokens[:i])))
     stop = tokens[at]
     kwargs = dict(model="any", messages=ASK, max_tokens=24, temperature=0, stop=[stop],
                   logprobs=True)
