@@ -315,3 +315,20 @@ def test_an_untrimmed_parser_keeps_a_raw_continuation_character_for_character() 
         chat.feed(piece)
     assert raw.finish().answer == " yes.\n\n"
     assert chat.finish().answer == "yes."
+
+
+@settings(max_examples=300, deadline=None)
+@given(generations())
+def test_pieces_that_cannot_touch_a_marker_give_the_events_the_general_path_gives(
+    case: tuple[F.ReasoningFormat, bool, str, list[int]],
+) -> None:
+    """The parser's shortcut for plain pieces (issue 38) is an optimisation only: the same
+    events, one by one, as a parser made to take its general path for every piece."""
+    fmt, start, text, cuts = case
+    bounds = [0, *cuts, len(text)]
+    pieces = [text[a:b] for a, b in itertools.pairwise(bounds)]
+    fast = ReasoningParser(fmt, starts_in_reasoning=start)
+    general = ReasoningParser(fmt, starts_in_reasoning=start)
+    general._marker_starts = frozenset(text) | {" "}  # every piece meets one: no shortcut
+    assert [fast.feed(p) for p in pieces] == [general.feed(p) for p in pieces]
+    assert fast.finish() == general.finish()

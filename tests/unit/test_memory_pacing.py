@@ -14,12 +14,12 @@ def test_memory_is_read_again_only_when_the_last_sample_is_a_period_old() -> Non
         ms = 1_000_000
         first = probe.sample_due(0)
         assert probe.reads == 1
-        # Tokens every 9 ms (110 tok/s): the 50 ms period reads on every sixth token.
-        for t in range(9 * ms, 200 * ms, 9 * ms):
+        # Tokens every 9 ms (110 tok/s): the 200 ms period reads on every 23rd token.
+        for t in range(9 * ms, 600 * ms, 9 * ms):
             probe.sample_due(t)
-        assert 50 * ms == MEMORY_PERIOD_NS
-        assert probe.reads == 4  # at 0, 54, 108 and 162 ms
-        assert probe.sample_due(216 * ms) is not first  # a later sample, a fresh figure
+        assert 200 * ms == MEMORY_PERIOD_NS
+        assert probe.reads == 3  # at 0, 207 and 414 ms
+        assert probe.sample_due(621 * ms) is not first  # a later sample, a fresh figure
         assert first.rss_mib > 0  # a real /proc read, never the unmeasured sentinel
     finally:
         probe.close()

@@ -35,6 +35,11 @@ SOURCES: tuple[Source, ...] = get_args(Source)
 _INT = "%d"
 _MS = "%.3f"
 _MIB = "%.1f"
+# The memory probes' columns are re-read at most this often (engine/probes.py): a token's figures
+# are at most this old. 200 ms is one live-plot frame at the 5 Hz the window keeps while the
+# engine takes every core (issue 39), so no frame shows a figure older than the one before it.
+MEMORY_MAX_AGE_MS = 200
+_FRESH = f"read after a decode, <= {MEMORY_MAX_AGE_MS} ms old"
 _TEXT = ""  # text is escaped (metrics_syntax.escape_text), not printf-formatted
 
 
@@ -94,18 +99,18 @@ SPECS: tuple[Column, ...] = (
     Column("cache_budget_mib", _MIB, "MiB", "streamer", "expert-cache budget in force",
            note="-1 with no cache"),
     Column("rss_mib", _MIB, "MiB", "probe",
-           "process resident set, read after a decode, <= 50 ms old"),
+           f"process resident set, {_FRESH}"),
     Column("rss_anon_mib", _MIB, "MiB", "probe",
-           "anonymous part of the resident set, read after a decode, <= 50 ms old"),
+           f"anonymous part of the resident set, {_FRESH}"),
     Column("rss_file_mib", _MIB, "MiB", "probe",
-           "file-backed part of the resident set, read after a decode, <= 50 ms old"),
+           f"file-backed part of the resident set, {_FRESH}"),
     Column("swap_mib", _MIB, "MiB", "probe",
-           "process memory swapped out, read after a decode, <= 50 ms old"),
+           f"process memory swapped out, {_FRESH}"),
     Column("mem_available_mib", _MIB, "MiB", "probe",
-           "system memory available (`MemAvailable`), read after a decode, <= 50 ms old"),
+           f"system memory available (`MemAvailable`), {_FRESH}"),
     Column("mem_free_mib", _MIB, "MiB", "probe",
-           "system memory free (`MemFree`), read after a decode, <= 50 ms old"),
-    Column("swap_free_mib", _MIB, "MiB", "probe", "free swap, read after a decode, <= 50 ms old"),
+           f"system memory free (`MemFree`), {_FRESH}"),
+    Column("swap_free_mib", _MIB, "MiB", "probe", f"free swap, {_FRESH}"),
     Column("loop_overhead_ms", _MS, "ms", "loop",
            "from the end of the previous decode (first token: end of prefill) to the start "
            "of this one: sampling, detokenizing, parsing, sinks"),

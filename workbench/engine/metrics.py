@@ -31,7 +31,8 @@ class TokenMetrics:
     majflt: int  # major page faults delta around the decode
     majflt_mib: float  # majflt x page size, in MiB (a floor: kernels fault clusters)
     loop_overhead_ms: float  # previous decode's end (or prefill end) to this decode's start
-    # Memory probes, read after a decode, outside the bracket, at most 50 ms old (MiB).
+    # Memory probes, read after a decode, outside the bracket, at most
+    # metric_columns.MEMORY_MAX_AGE_MS old (MiB).
     rss_mib: float = UNMEASURED
     rss_anon_mib: float = UNMEASURED
     rss_file_mib: float = UNMEASURED

@@ -11,7 +11,7 @@ import os
 import resource
 from dataclasses import dataclass
 
-from workbench.engine.metric_columns import PROBE_FIELDS, check_record
+from workbench.engine.metric_columns import MEMORY_MAX_AGE_MS, PROBE_FIELDS, check_record
 from workbench.engine.metrics import UNMEASURED
 
 PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / (1 << 20) if hasattr(os, "sysconf") else UNMEASURED
@@ -58,12 +58,12 @@ class MemorySample:
 check_record(MemorySample, PROBE_FIELDS)
 
 
-# The decode loop re-reads memory at most this often (issue 38): two /proc reads (20-30 us, most
-# of it the kernel writing the files) were a large share of its Python work, and memory moves
-# over tens of milliseconds, not per token. 20 ms still read every token of a 40 tok/s model;
-# 50 ms reads every second one there, and the live plots (at most 30 frames a second) see a
-# sample at most two frames old.
-MEMORY_PERIOD_NS = 50_000_000
+# The decode loop re-reads memory at most this often (issue 38): two /proc reads, run cold right
+# after a decode (its weights have just gone through the caches), cost 150-200 us, most of it the
+# kernel writing the files, and memory moves over tens of milliseconds, not per token. At 50 ms
+# they were still a quarter of what the loop added to a bare decode loop at 33 tok/s; at 200 ms
+# (one live-plot frame while the engine is busy) they are a sixth of that.
+MEMORY_PERIOD_NS = MEMORY_MAX_AGE_MS * 1_000_000
 
 
 class MemoryProbe:

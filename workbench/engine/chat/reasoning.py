@@ -143,6 +143,9 @@ class ReasoningParser:
         self._markers = sorted(
             {m for m in (*fmt.opens, *fmt.closes, *fmt.drops) if m}, key=len, reverse=True
         )
+        # A piece with none of these characters can neither hold a marker nor end in the
+        # start of one (both begin with a marker's first character).
+        self._marker_starts = frozenset(m[0] for m in self._markers)
 
     @property
     def in_reasoning(self) -> bool:
@@ -162,6 +165,8 @@ class ReasoningParser:
     # -- public API ---------------------------------------------------------------------------
 
     def feed(self, piece: str) -> ReasoningDelta | None:
+        if not self._pending and self._marker_starts.isdisjoint(piece):
+            return self._plain(piece)
         before = (self._reasoning.visible, self._answer.visible)
         reset = self._consume(self._pending + piece, final=False)
         return self._event(before, reset)
@@ -175,6 +180,22 @@ class ReasoningParser:
         return ReasoningDelta(self._reasoning.visible, self._answer.visible, "", "", False)
 
     # -- machinery ----------------------------------------------------------------------------
+
+    def _plain(self, piece: str) -> ReasoningDelta | None:
+        """`feed` for a piece that cannot touch a marker, nothing held back: most tokens. The
+        same event as the general path, without its search and its whole-text comparisons
+        (issue 38: the parser was a sixth of what the decode loop added per token). Sides
+        only grow, so what is new is what lies past the old length."""
+        in_reasoning = self._in_reasoning
+        side = self._reasoning if in_reasoning else self._answer
+        shown = len(side.visible)
+        side.append(piece)
+        if len(side.visible) == shown:
+            return None
+        delta = side.visible[shown:]
+        return ReasoningDelta(self._reasoning.visible, self._answer.visible,
+                              delta if in_reasoning else "", "" if in_reasoning else delta,
+                              False)
 
     def _event(self, before: tuple[str, str], reset: bool) -> ReasoningDelta | None:
         reasoning, answer = self._reasoning.visible, self._answer.visible
