@@ -33,6 +33,21 @@ def test_a_short_real_run_reports_both_figures(qtbot, run, make_window, model_co
     assert " probes " in lag and "p99 -1" not in lag
     assert "window/headless over paired repeats" in rates
     assert window.telemetry.repaints > 0  # the plots were live during the window's runs
+    cpu = next(line for line in lines if line.startswith("UI thread CPU"))
+    share = float(cpu.split(": ")[1].split(" %")[0])
+    assert 0 < share < 100  # measured over the window's answers: the UI did some work
+
+
+def test_the_ui_thread_s_share_is_its_cpu_over_the_answers_wall_time() -> None:
+    from workbench.ui.bench_ui import UiCpu
+
+    assert UiCpu().share == -1.0  # nothing measured yet: unmeasured, never 0
+    assert UiCpu(cpu_s=0.3, wall_s=10.0).share == pytest.approx(0.03)
+    lines: list[str] = []
+    report([1.0] * 200, [40.0], [40.0], Config(), lines.append, None, 0.031)
+    assert "UI thread CPU while answering: 3.1 % of one core" in lines[-2]
+    report([1.0] * 200, [40.0], [40.0], Config(), lines.append)
+    assert lines[-2] == "UI thread CPU while answering: unmeasured"
 
 
 def test_the_refresh_interval_counts_from_the_answer_s_start_and_keeps_to_it():
