@@ -25,6 +25,19 @@ def test_memory_is_read_again_only_when_the_last_sample_is_a_period_old() -> Non
         probe.close()
 
 
+def test_a_token_that_faulted_reads_memory_afresh_within_the_period() -> None:
+    """After a decode with major faults the loop asks for a fresh sample: the stall explanation
+    of that token compares its resident set with the token before (tests/engine/test_stall_runs)."""
+    probe = MemoryProbe()
+    try:
+        first = probe.sample_due(0)
+        assert probe.sample_due(1_000_000) is first  # 1 ms later: the same sample
+        assert probe.sample_due(2_000_000, fresh=True) is not first
+        assert probe.reads == 2
+    finally:
+        probe.close()
+
+
 def test_a_zero_period_reads_every_token() -> None:
     probe = MemoryProbe(period_ns=0)
     try:

@@ -77,10 +77,13 @@ class MemoryProbe:
         self._last_ns = 0
         self.reads = 0  # samples actually read from /proc (tests count them)
 
-    def sample_due(self, now_ns: int) -> MemorySample:
-        """The latest sample, read again when it is `period_ns` old: a token's memory figures
-        were read after its decode, or at most `period_ns` before its decode ended."""
-        if self._last is None or now_ns - self._last_ns >= self.period_ns:
+    def sample_due(self, now_ns: int, fresh: bool = False) -> MemorySample:
+        """The latest sample, read again when it is `period_ns` old or `fresh` asks for it: a
+        token's memory figures were read after its decode, or at most `period_ns` before its
+        decode ended. The loop asks for a fresh one after a decode that faulted: memory is
+        moving then, and the stall explanation of that very token reads these figures (weights
+        paged out show as the resident set falling at the token that faulted them back)."""
+        if fresh or self._last is None or now_ns - self._last_ns >= self.period_ns:
             self._last, self._last_ns = self.sample(), now_ns
         return self._last
 

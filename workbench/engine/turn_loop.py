@@ -180,7 +180,7 @@ class TurnLoop:
             if streaming is not None:
                 streaming.record_routes(turn.index, Phase.DECODE, len(kv.tokens))
             kv.append(fed)
-            memory_now = memory.sample_due(t1)
+            memory_now = memory.sample_due(t1, fresh=after.majflt != before.majflt)
             for i, fed_tok in enumerate(fed):
                 first = i == 0
                 piece = model.token_to_piece(fed_tok)
