@@ -60,9 +60,9 @@ check_record(MemorySample, PROBE_FIELDS)
 
 # The decode loop re-reads memory at most this often (issue 38): two /proc reads, run cold right
 # after a decode (its weights have just gone through the caches), cost 150-200 us, most of it the
-# kernel writing the files, and memory moves over tens of milliseconds, not per token. At 50 ms
-# they were still a quarter of what the loop added to a bare decode loop at 33 tok/s; at 200 ms
-# (one live-plot frame while the engine is busy) they are a sixth of that.
+# kernel writing the files, and memory moves over tens of milliseconds, not per token. By a
+# section profile at 33 tok/s, at 50 ms they were still about a quarter of what the loop added to
+# a bare decode loop; at 200 ms (one live-plot frame while the engine is busy), a sixth.
 MEMORY_PERIOD_NS = MEMORY_MAX_AGE_MS * 1_000_000
 
 
