@@ -2,9 +2,12 @@
 
 Two figures, from interleaved runs of the same prompt and settings (greedy, so the same
 tokens every time):
-- tok/s with the window live (chat streaming, plots repainting) vs a headless session in the
-  same process on the same model, as generated tokens over engine time (decode wall + loop
-  overhead, from the engine's own timestamps); target ratio >= 0.97;
+- tok/s with the window live (chat streaming, plots repainting) vs headless: the window's own
+  session generating on its engine thread with no listener while the window idles, as
+  generated tokens over engine time (decode wall + loop overhead, from the engine's own
+  timestamps); target ratio >= 0.97. Beside it each arm's decode and loop time per token, which
+  says where a loss is: in the decodes (the UI thread took a core from the engine's team) or in
+  the loop;
 - event-loop lag while an answer streams into the window: a probe coroutine asks for a 5 ms
   sleep and records how late it wakes (worst and p99; targets 50 and 20 ms). The probe runs in
   runs of its own, so its wake-ups are not billed to the tok/s comparison.
@@ -20,7 +23,6 @@ import asyncio
 import statistics
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from workbench.bench.stats import paired_ratio_ci
@@ -28,7 +30,6 @@ from workbench.config import Config
 from workbench.engine.metrics import RunSummary
 from workbench.engine.requests import GenerateRequest
 from workbench.engine.summary_labels import RATE
-from workbench.ui.bridge import ENGINE_NICE, lower_thread_priority
 from workbench.ui.qt_main_window import QtMainWindow
 from workbench.ui.ui_pacer import LIVE_FRAME_MAX_S
 
@@ -74,8 +75,17 @@ class UiCpu:
         return self.cpu_s / self.wall_s if self.wall_s > 0 else -1.0
 
 
+def decode_ms(summary: RunSummary | None) -> float:
+    """Milliseconds inside llama_decode per token (-1 unmeasured): where the window's cost
+    shows when the UI thread takes a core from the engine's team."""
+    if summary is None or summary.n_generated == 0:
+        return -1.0
+    return 1e3 * summary.gen_seconds / summary.n_generated
+
+
 async def ui_run(window: QtMainWindow, lags: list[float] | None = None,
-                 refresh: list[float] | None = None, ui_cpu: UiCpu | None = None) -> float:
+                 refresh: list[float] | None = None, ui_cpu: UiCpu | None = None
+                 ) -> RunSummary | None:
     """One answer in a new conversation; with `lags`, the lag probe runs meanwhile; with
     `refresh`, the intervals between the live plots' frames meanwhile are added to it; with
     `ui_cpu`, this (the UI) thread's CPU time while answering."""
@@ -101,55 +111,63 @@ async def ui_run(window: QtMainWindow, lags: list[float] | None = None,
         refresh += refresh_intervals(list(window.telemetry.frame_times), started,
                                      time.perf_counter())
     result = window.chat.last_result
-    return rate(result.summary if result else None)
+    return result.summary if result else None
 
 
-def headless_run(session, n_predict: int) -> float:
-    result = session.generate(GenerateRequest(text=PROMPT, n_predict=n_predict))
-    return rate(result.summary)
+def headless_run(session, n_predict: int) -> RunSummary | None:
+    return session.generate(GenerateRequest(text=PROMPT, n_predict=n_predict)).summary
 
 
 def bench_script(config: Config, repeats: int, say: Callable[[str], None]):
     async def script(window: QtMainWindow) -> int:
-        from workbench.engine.session import Session
-
         if window.chat.model is None:
             say("error: the model did not load; see the window's message")
             return 1
-        loop = asyncio.get_running_loop()
         cfg = window.chat.model.config
-        # The headless session lives on a worker thread of its own, at the window's engine
-        # priority, so the two arms differ only by the window (a niced engine yields to every
-        # other process too).
-        headless = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="headless",
-            initializer=lambda: lower_thread_priority(ENGINE_NICE))
-        session = await loop.run_in_executor(headless, lambda: Session.open(cfg))
+
+        async def headless() -> RunSummary | None:
+            # The window's own session on its own engine thread, with no listener and nothing
+            # streamed into the window: the arms differ by the window alone. (A second session
+            # on a thread of its own brought a second OpenMP team: with more managed threads
+            # than cores libgomp cuts its spinning, and every decode of both arms ran ~40 %
+            # slower than with one team, which is not the window a user runs.)
+            return await window.bridge.run_on_session(
+                lambda session: headless_run(session, cfg.n_predict))
+
         lags: list[float] = []
         refresh: list[float] = []
-        ui_rates: list[float] = []
-        headless_rates: list[float] = []
+        ui_runs: list[RunSummary | None] = []
+        headless_runs: list[RunSummary | None] = []
         ui_cpu = UiCpu()
-        try:
-            await ui_run(window)  # warm-up, not counted
-            await loop.run_in_executor(headless, headless_run, session, cfg.n_predict)
-            for i in range(repeats):
-                # ABBA: which arm goes first alternates, so a drift within a repeat (the
-                # machine warming, a neighbour waking) does not favour either arm.
-                arms = [(headless_rates, lambda: loop.run_in_executor(
-                            headless, headless_run, session, cfg.n_predict)),
-                        (ui_rates, lambda: ui_run(window, ui_cpu=ui_cpu))]
-                for rates, run_arm in arms if i % 2 == 0 else arms[::-1]:
-                    rates.append(await run_arm())
-                await ui_run(window, lags, refresh)
-                say(f"run {i + 1}/{repeats}: window {ui_rates[-1]:.1f} {RATE.unit}, "
-                    f"headless {headless_rates[-1]:.1f} {RATE.unit}")
-        finally:
-            await loop.run_in_executor(headless, session.close)
-            headless.shutdown()
-        return report(lags, ui_rates, headless_rates, cfg, say, refresh, ui_cpu.share)
+        await ui_run(window)  # warm-up, not counted
+        await headless()
+        for i in range(repeats):
+            # ABBA: which arm goes first alternates, so a drift within a repeat (the machine
+            # warming, a neighbour waking) does not favour either arm.
+            arms = [(headless_runs, headless),
+                    (ui_runs, lambda: ui_run(window, ui_cpu=ui_cpu))]
+            for runs, run_arm in arms if i % 2 == 0 else arms[::-1]:
+                runs.append(await run_arm())
+            await ui_run(window, lags, refresh)
+            say(f"run {i + 1}/{repeats}: window {rate(ui_runs[-1]):.1f} {RATE.unit}, "
+                f"headless {rate(headless_runs[-1]):.1f} {RATE.unit}")
+        say(f"decode ms/token (median): window {_median(ui_runs, decode_ms):.2f}, headless "
+            f"{_median(headless_runs, decode_ms):.2f}; loop ms/token: window "
+            f"{_median(ui_runs, _loop_ms):.3f}, headless {_median(headless_runs, _loop_ms):.3f}")
+        return report(lags, [rate(r) for r in ui_runs], [rate(r) for r in headless_runs], cfg,
+                      say, refresh, ui_cpu.share)
 
     return script
+
+
+def _loop_ms(summary: RunSummary | None) -> float:
+    return 1e3 * summary.loop_overhead_s_per_token if summary and summary.n_generated else -1.0
+
+
+def _median(runs: list[RunSummary | None], figure: Callable[[RunSummary | None], float]
+            ) -> float:
+    values = [v for v in map(figure, runs) if v >= 0]
+    return statistics.median(values) if values else -1.0
 
 
 def percentile(values: list[float], q: float) -> float:
