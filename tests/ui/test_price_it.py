@@ -80,6 +80,16 @@ def test_price_it_scores_in_the_background_and_records_the_run(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(quality, "score_text", spy)
+    from workbench.engine.session import Session
+
+    engines: list[threading.Thread] = []  # the threads that opened the pricing's sessions
+    real_open = Session.open.__func__
+
+    def open_(cls, *args, **kwargs):
+        engines.append(threading.current_thread())
+        return real_open(cls, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "open", classmethod(open_))
     config = Config(model=str(tiny_moe_path), chat_template=False, n_ctx=256, n_threads=1,
                     n_ubatch=1, n_predict=32, moe_stream=True, cache_mb=2, o_direct=False)
     db = run(AsyncStore.open(tmp_path / "w.db"))
@@ -100,6 +110,9 @@ def test_price_it_scores_in_the_background_and_records_the_run(
         run(page.tasks.wait_idle(), timeout=120_000)
         runs = run(db.call(lambda s: s.list_runs(scored=True)))
         assert threads and threading.main_thread() not in threads  # never the UI thread
+        # Its llama.cpp work ran on a thread that has ended: one that stayed would keep a
+        # second OpenMP team, and the window's own decodes ran ~55 % slower after a pricing.
+        assert engines and not any(t.is_alive() for t in engines)
         assert seen  # progress reached the line
         if stop_early:
             assert runs == [] and line.text.text() == "Not measured on this model (stopped)"

@@ -10,6 +10,7 @@ matrix finishes in the background.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.bench.arms import DEFAULT_PROMPTS, ArmError, read_prompts
+from workbench.bench.engine import engine_that_ends
 from workbench.bench.matrix import ORDERS, MatrixError, MatrixPlan, MatrixResult, run_matrix
 from workbench.config import Config
 from workbench.presets import Preset, PresetError
@@ -164,8 +166,7 @@ class QtMatrixDialog(QDialog):
 
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="matrix")
         try:
-            result = await loop.run_in_executor(
-                pool, lambda: run_matrix(plan, progress=progress))
+            result = await loop.run_in_executor(pool, lambda: _run_here(plan, progress))
         except (PresetError, ArmError, MatrixError, OSError) as exc:
             self._say(f"The matrix stopped: {exc}", error=True)
             return None
@@ -183,3 +184,12 @@ class QtMatrixDialog(QDialog):
         self.progress.setValue(done)
         what = "warm-up" if repeat == 0 else f"repeat {repeat}"
         self._say(f"{done}/{total}: {arm} {what} done")
+
+
+def _run_here(plan: MatrixPlan, progress: Callable[[int, int, str, int], None]
+              ) -> MatrixResult:
+    """The matrix in the window's process, its sessions on an engine thread that ends with it (a
+    thread that stayed would keep a second OpenMP team and slow the window's own decodes:
+    bench/engine.py)."""
+    with engine_that_ends("matrix-engine"):
+        return run_matrix(plan, progress=progress)

@@ -2,9 +2,10 @@
 the scored run, so the settings panel can show what a lossy setting costs (Qt-free).
 
 Scoring blocks for as long as the text takes to read twice, so it runs on a thread of its own
-(never the UI thread, never the loop's shared executor), and every llama.cpp call of it on the
-benches' engine thread (bench/engine.py), the one that owns its two sessions; the window's own
-engine thread and its open model are not touched. Progress crosses to the loop with
+(never the UI thread, never the loop's shared executor), and every llama.cpp call of it on an
+engine thread that ends with the pricing (`bench.engine.engine_that_ends`: a thread that stayed
+would keep a second OpenMP team, and the window's decodes ran ~55 % slower after one pricing);
+the window's own engine thread and its open model are not touched. Progress crosses to the loop with
 call_soon_threadsafe; Stop sets an event the scorer checks after every position, and a stopped
 pricing records nothing.
 """
@@ -18,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from workbench.bench import quality
+from workbench.bench.engine import engine_that_ends
 from workbench.config import Config
 from workbench.engine.requests import SessionError
 from workbench.ui.settings.preset_store import StoreCall
@@ -62,9 +64,10 @@ class Pricer:
 
         def score() -> quality.QualityReport:
             path = quality.default_text_path()
-            return quality.score_text(config, quality.read_text(path), text_name=path.name,
-                                      max_tokens=self.tokens, progress=report_progress,
-                                      stop=stop)
+            with engine_that_ends("price-engine"):
+                return quality.score_text(config, quality.read_text(path), text_name=path.name,
+                                          max_tokens=self.tokens, progress=report_progress,
+                                          stop=stop)
 
         try:
             report = await loop.run_in_executor(self._pool, score)
