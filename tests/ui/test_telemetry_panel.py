@@ -317,3 +317,28 @@ def test_an_empty_plot_shows_its_reason_without_a_legend_over_it(panel):
         assert legend is None or not legend.isVisible(), key
     assert any(panel.plots[k].legend is not None and panel.plots[k].legend.isVisible()
                for k in full)
+
+
+@pytest.mark.parametrize("width", [491, 620, 900])
+def test_the_pace_note_comes_and_goes_without_moving_the_plots(qtbot, width) -> None:
+    """Issue 39: the note beside the hover readout wrapped the readout onto a second line, so
+    each answer's start and end re-laid out all nine plots, and each re-layout re-rendered
+    every axis (the event loop's worst stalls mid-answer). The plots keep their size."""
+    pacer = UiPacer(target_share=0.0)
+    panel = stretched_panel(qtbot, pacer)
+    panel.resize(width, 900)
+    qtbot.wait(10)  # the layout settles at this width
+    size = panel.graphics.size()
+    pacer.answer_started()
+    panel._headline_tick()
+    assert panel.pace_note.isVisible() and panel.pace_note.text()  # the note is there...
+    qtbot.wait(10)
+    assert panel.graphics.size() == size  # ...and the plots did not move for it
+    note = panel.pace_note.geometry()  # over the plots' top right corner, whole
+    assert note.left() >= 0 and note.right() < size.width() and note.top() >= 0
+    assert note.right() > size.width() - 10
+    pacer.answer_ended()
+    panel._headline_tick()
+    assert not panel.pace_note.isVisible()
+    qtbot.wait(10)
+    assert panel.graphics.size() == size

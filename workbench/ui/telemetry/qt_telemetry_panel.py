@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFontMetrics
 from PySide6.QtWidgets import (
     QGraphicsItem,
@@ -35,7 +35,6 @@ from PySide6.QtWidgets import (
 
 from workbench.engine.token_choice import TokenChoice
 from workbench.ui.qt_plain_label import plain_label
-from workbench.ui.qt_stable_label import QtStableLabel
 from workbench.ui.qt_text_style import SMALL_PX, dim_text
 from workbench.ui.qt_theme import LIGHT_INK, PlotColours, plot_colours
 from workbench.ui.telemetry.headline import HeadlineTracker
@@ -126,15 +125,20 @@ class QtTelemetryPanel(QWidget):
         dim_text(self.kv_states, pixel_size=SMALL_PX)
         self.kv_states.setWordWrap(True)
         self.kv_states.setVisible(False)
-        # Says when the plots are paced down, so a slow refresh is not mistaken for a stall.
-        self.pace_note = QtStableLabel("")
-        self.pace_note.setStyleSheet("color: #a66; font-size: 11px;")
-        self.pace_note.setVisible(False)
         tools = QHBoxLayout()
         tools.addWidget(self.readout, 1)
-        tools.addWidget(self.pace_note)
         tools.addWidget(self.follow_button)
         self.graphics = pg.GraphicsLayoutWidget()
+        # Says when the plots are paced down, so a slow refresh is not mistaken for a stall. It
+        # lies over the plots' top right corner, in no layout: beside the readout it wrapped the
+        # readout onto more lines as it came and went, and each time all nine plots were laid
+        # out and every axis drawn again, twice an answer (issue 39: the event loop's worst
+        # stalls mid-answer).
+        self.pace_note = QLabel("", self.graphics)
+        self.pace_note.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.pace_note.setVisible(False)
+        self._style_pace_note()
+        self.graphics.installEventFilter(self)
         self.plots: dict[str, pg.PlotItem] = {}
         self.curves: list[tuple[pg.PlotDataItem, int]] = []
         self._plot_columns: dict[str, list[int]] = {}
@@ -240,10 +244,16 @@ class QtTelemetryPanel(QWidget):
             self._plot_columns[spec.key] = [self.ring.index[c.column] for c in spec.curves]
             self.plots[spec.key] = plot
 
+    def _style_pace_note(self) -> None:
+        r, g, b, a = self.colours.legend  # the legends' backdrop: the title under it gives way
+        self.pace_note.setStyleSheet(f"color: #a66; font-size: 11px; padding: 1px 4px; "
+                                     f"background: rgba({r}, {g}, {b}, {a});")
+
     def set_colours(self, colours: PlotColours) -> None:
         """Recolour the plots for a theme: background, axes, titles, legends, the ink curve
         and the turn markers (the hues of the other curves read on both)."""
         self.colours = colours
+        self._style_pace_note()
         pg.setConfigOptions(background=colours.background, foreground=colours.foreground)
         self.graphics.setBackground(colours.background)
         for plot in self.plots.values():
@@ -506,11 +516,23 @@ class QtTelemetryPanel(QWidget):
             note = pace_note(interval) if self.pacer.answering else ""
             if note != self.pace_note.text():
                 self.pace_note.setText(note)
-                self.pace_note.setVisible(bool(note))  # an empty note leaves the readout room
+                self.pace_note.setVisible(bool(note))
+                self._place_pace_note()
 
     def _show_headline(self) -> None:
         self.headline_row.show_headline(self.headline.value)
         self.headline_updated.emit(self.headline.value)
+
+    def _place_pace_note(self) -> None:
+        note = self.pace_note
+        if note.isVisible():
+            note.adjustSize()
+            note.move(max(0, self.graphics.width() - note.width() - 2), 2)
+
+    def eventFilter(self, watched: Any, event: Any) -> bool:
+        if watched is self.graphics and event.type() == QEvent.Type.Resize:
+            self._place_pace_note()
+        return super().eventFilter(watched, event)
 
     def show_kv_states(self, text: str) -> None:
         self.kv_states.setText(text)
