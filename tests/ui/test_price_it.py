@@ -111,7 +111,7 @@ def test_price_it_scores_in_the_background_and_records_the_run(
         runs = run(db.call(lambda s: s.list_runs(scored=True)))
         assert threads and threading.main_thread() not in threads  # never the UI thread
         # Its llama.cpp work ran on a thread that has ended: one that stayed would keep a
-        # second OpenMP team, and the window's own decodes ran ~55 % slower after a pricing.
+        # second OpenMP team, and the window's own decodes ran 56 % slower after a pricing.
         assert engines and not any(t.is_alive() for t in engines)
         assert seen  # progress reached the line
         if stop_early:

@@ -129,7 +129,7 @@ def bench_script(config: Config, repeats: int, say: Callable[[str], None]):
             # The window's own session on its own engine thread, with no listener and nothing
             # streamed into the window: the arms differ by the window alone. (A second session
             # on a thread of its own brought a second OpenMP team: with more managed threads
-            # than cores libgomp cuts its spinning, and every decode of both arms ran ~40 %
+            # than cores libgomp cuts its spinning, and every decode of both arms ran ~50 %
             # slower than with one team, which is not the window a user runs.)
             return await window.bridge.run_on_session(
                 lambda session: headless_run(session, cfg.n_predict))

@@ -4,7 +4,7 @@ the scored run, so the settings panel can show what a lossy setting costs (Qt-fr
 Scoring blocks for as long as the text takes to read twice, so it runs on a thread of its own
 (never the UI thread, never the loop's shared executor), and every llama.cpp call of it on an
 engine thread that ends with the pricing (`bench.engine.engine_that_ends`: a thread that stayed
-would keep a second OpenMP team, and the window's decodes ran ~55 % slower after one pricing);
+would keep a second OpenMP team, and the window's decodes ran 56 % slower after one pricing);
 the window's own engine thread and its open model are not touched. Progress crosses to the loop with
 call_soon_threadsafe; Stop sets an event the scorer checks after every position, and a stopped
 pricing records nothing.
