@@ -36,3 +36,13 @@ def test_a_block_whose_work_raises_still_ends_its_thread() -> None:
     except ZeroDivisionError:
         pass
     assert not worker.is_alive()
+
+
+def test_the_window_s_bench_matrix_runs_on_a_thread_that_ends(monkeypatch) -> None:
+    from workbench.ui.runs import qt_matrix_dialog
+
+    # The matrix's own work is replaced by a look at the thread it would run its sessions on.
+    monkeypatch.setattr(qt_matrix_dialog, "run_matrix",
+                        lambda plan, progress: on_engine(threading.current_thread))
+    matrix_engine = qt_matrix_dialog._run_here(None, lambda *_: None)
+    assert matrix_engine.name == "matrix-engine" and not matrix_engine.is_alive()
