@@ -525,7 +525,7 @@ class QtTelemetryPanel(QWidget):
 
     def _place_pace_note(self) -> None:
         note = self.pace_note
-        if note.isVisible():
+        if not note.isHidden():  # shown, or to be when the dock is (a background tab)
             note.adjustSize()
             note.move(max(0, self.graphics.width() - note.width() - 2), 2)
 
